@@ -1,0 +1,1 @@
+"""Test doubles shared by the test suites (the scripted fake model server)."""
