@@ -1,0 +1,1 @@
+"""Fixed Jinja2 templates of the six roles (package data)."""

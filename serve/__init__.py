@@ -1,0 +1,1 @@
+"""Standing the model up: SGLang recipes, supervisor, canary, benchmark, protocol proxy."""

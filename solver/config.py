@@ -1,0 +1,230 @@
+"""One settings model, resolved from four layers.
+
+Precedence, lowest first: built-in defaults < ``solver.toml`` in the working directory (or
+``--config FILE``) < environment variables < command-line flags. Every resolved value remembers
+the layer it came from, so ``solver config show`` can say why a value is what it is.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from solver.errors import ConfigError
+
+ROLE_NAMES = ("generator", "verifier", "reviewer", "reviser", "grader", "selector")
+DEFAULT_CONFIG_FILE = "solver.toml"
+ApiName = Literal["chat", "responses", "anthropic"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RoleSettings(_Section):
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    max_tokens: int = Field(default=256_000, ge=1)
+    reasoning: bool | None = None
+
+
+def _default_roles() -> dict[str, RoleSettings]:
+    return {name: RoleSettings() for name in ROLE_NAMES}
+
+
+class Acceptance(_Section):
+    verifications: int = Field(default=5, ge=1, description="K: passing verifications needed")
+    accepted_needed: int = Field(default=2, ge=1, description="A: accepted lineages to stop")
+    max_failed_rounds: int = Field(default=10, ge=1, description="rounds before abandoning")
+
+
+class Budget(_Section):
+    wall_clock_s: float | None = Field(default=None, gt=0)
+    total_tokens: int | None = Field(default=None, gt=0)
+    calls: int | None = Field(default=None, gt=0)
+
+
+class Timeouts(_Section):
+    connect_s: float = Field(default=10.0, gt=0)
+    first_byte_s: float = Field(default=1800.0, gt=0)
+    idle_s: float = Field(default=600.0, gt=0)
+    total_s: float | None = Field(default=None, gt=0)
+
+
+class Retry(_Section):
+    max_attempts: int = Field(default=6, ge=1)
+    max_wait_s: float = Field(default=120.0, gt=0)
+    endpoint_wait_s: float = Field(
+        default=600.0, ge=0, description="how long to wait for an endpoint that is down"
+    )
+
+
+class Settings(_Section):
+    endpoint: str | None = None
+    api: ApiName = "chat"
+    model: str | None = None
+    api_key: SecretStr | None = None
+    roles: dict[str, RoleSettings] = Field(default_factory=_default_roles)
+    candidates: int = Field(default=4, ge=1, le=256)
+    concurrency: int = Field(default=8, ge=1, le=1024)
+    acceptance: Acceptance = Field(default_factory=Acceptance)
+    budget: Budget = Field(default_factory=Budget)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    retry: Retry = Field(default_factory=Retry)
+    runs_dir: Path = Path("runs")
+    signing_key: Path | None = None
+    seed: int = 0
+
+    def role(self, name: str) -> RoleSettings:
+        return self.roles.get(name, RoleSettings())
+
+    def masked(self) -> dict[str, Any]:
+        """The settings as JSON-able data with secrets masked (for manifests and display)."""
+        data = self.model_dump(mode="json")
+        if self.api_key is not None:
+            data["api_key"] = "***"
+        return data
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    settings: Settings
+    sources: dict[str, str]  # dotted key -> "default" | file path | "env:NAME" | "flag"
+    config_file: Path | None
+
+
+# ---------------------------------------------------------------- layering
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(_flatten(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def _set_dotted(target: dict[str, Any], dotted: str, value: Any) -> None:
+    node = target
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[leaf] = value
+
+
+def _known_keys() -> set[str]:
+    keys = set(_flatten(Settings().model_dump()))
+    keys.update({"endpoint", "model", "api_key", "signing_key"})
+    for name in ROLE_NAMES:
+        for field in RoleSettings.model_fields:
+            keys.add(f"roles.{name}.{field}")
+    for section, model in (("budget", Budget), ("timeouts", Timeouts), ("retry", Retry)):
+        for field in model.model_fields:
+            keys.add(f"{section}.{field}")
+    return keys
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse a TOML config file into flat dotted keys, refusing unknown keys by name."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    flat = _flatten(data)
+    known = _known_keys()
+    for key in flat:
+        if key not in known:
+            raise ConfigError(f"{path}: unknown key '{key}'")
+    return flat
+
+
+def _env_layer(env: Mapping[str, str], api_hint: str | None) -> dict[str, tuple[Any, str]]:
+    layer: dict[str, tuple[Any, str]] = {}
+    direct = {
+        "SOLVER_ENDPOINT": "endpoint",
+        "SOLVER_MODEL": "model",
+        "SOLVER_API": "api",
+        "SOLVER_API_KEY": "api_key",
+    }
+    for name, key in direct.items():
+        if env.get(name):
+            layer[key] = (env[name], f"env:{name}")
+    api = layer["api"][0] if "api" in layer else api_hint
+    # The providers' own variables apply only to their protocol and never override ours.
+    vendor = ("ANTHROPIC" if api == "anthropic" else "OPENAI")
+    if "endpoint" not in layer and env.get(f"{vendor}_BASE_URL"):
+        layer["endpoint"] = (env[f"{vendor}_BASE_URL"], f"env:{vendor}_BASE_URL")
+    if "api_key" not in layer and env.get(f"{vendor}_API_KEY"):
+        layer["api_key"] = (env[f"{vendor}_API_KEY"], f"env:{vendor}_API_KEY")
+    return layer
+
+
+def resolve_settings(
+    *,
+    config_file: Path | None = None,
+    flags: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ResolvedSettings:
+    """Resolve defaults < file < environment < flags. ``flags`` uses dotted keys; None values
+    mean "not given" and are skipped."""
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = dict.fromkeys(_flatten(Settings().model_dump()), "default")
+
+    file_path = config_file
+    if file_path is None:
+        candidate = (cwd or Path.cwd()) / DEFAULT_CONFIG_FILE
+        file_path = candidate if candidate.is_file() else None
+    if file_path is not None:
+        for key, value in read_config_file(file_path).items():
+            _set_dotted(merged, key, value)
+            sources[key] = str(file_path)
+
+    flag_values = {k: v for k, v in (flags or {}).items() if v is not None}
+    api_hint = flag_values.get("api") or merged.get("api")
+    for key, (value, source) in _env_layer(env, api_hint).items():
+        _set_dotted(merged, key, value)
+        sources[key] = source
+    for key, value in flag_values.items():
+        _set_dotted(merged, key, value)
+        sources[key] = "flag"
+
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        origin = sources.get(key, "configuration")
+        raise ConfigError(f"{origin}: key '{key}': {first['msg']}") from None
+    return ResolvedSettings(settings=settings, sources=sources, config_file=file_path)
+
+
+def describe(resolved: ResolvedSettings) -> list[tuple[str, Any, str]]:
+    """(key, value, source) rows for display; secrets masked."""
+    flat = _flatten(resolved.settings.masked())
+    rows = []
+    for key in sorted(flat):
+        rows.append((key, flat[key], resolved.sources.get(key, "default")))
+    return rows

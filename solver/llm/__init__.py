@@ -1,0 +1,1 @@
+"""Transport to model endpoints: canonical requests and stream events, one codec per protocol."""

@@ -1,0 +1,261 @@
+"""The loop's journal record types.
+
+Each type is a frozen pydantic model with a ``type`` discriminator. On disk, the journal
+envelope (``seq``, ``t``, ``type``, ``v``, ``sess``, ``prev``) is the store's; the ``data`` of a
+line is the model's fields without ``type``. Versions bump per type; :data:`SCHEMA_CHANGES`
+says what each version changed. Readers accept every version listed and refuse newer ones.
+
+Blob references inside data are ``{"blob": "sha256:<hex>", "bytes": N}`` objects, so the store
+can check that every blob a record names is already durable.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+RECORD_VERSION = 1
+SCHEMA_CHANGES: dict[int, str] = {1: "initial loop record set"}
+
+
+class BlobLink(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    blob: str
+    bytes: int
+
+
+class _Rec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def data(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude={"type"})
+
+
+class SessionStarted(_Rec):
+    type: Literal["session.started"] = "session.started"
+    session: int
+    reason: Literal["fresh", "resume"]
+    pid: int
+    host: str
+    code: dict[str, Any]
+    argv: list[str]
+    allow_model_change: bool = False
+
+
+class SessionEnded(_Rec):
+    type: Literal["session.ended"] = "session.ended"
+    session: int
+    reason: Literal["finished", "interrupted", "endpoint_unavailable", "error", "storage_full"]
+    detail: str = ""
+    wall_s: float
+
+
+class EndpointProbed(_Rec):
+    type: Literal["endpoint.probed"] = "endpoint.probed"
+    url: str
+    models: list[str]
+    served_model: str
+    context_length: int | None
+    response: BlobLink | None
+    model_changed_from: str | None = None
+
+
+class NetConnect(_Rec):
+    type: Literal["net.connect"] = "net.connect"
+    call_id: str
+    host: str
+    port: int
+    address: str
+
+
+class CallPlanned(_Rec):
+    """A decision of the policy: this call will be made. ``step_id`` equals ``call_id``; both
+    are deterministic (lineage, version, role, ordinal) so they are stable across sessions."""
+
+    type: Literal["call.planned"] = "call.planned"
+    call_id: str
+    role: str
+    variant: str
+    phase: Literal["solve", "grade", "select", "evaluate"]
+    lineage: str | None = None
+    version: int | None = None
+    target: str | None = None  # e.g. the verification a review is of
+    evaluation: bool = False
+
+
+class InputLink(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: str
+    artifact: str  # artifact id (from artifact.put)
+    blob: str  # digest of the exact text given to the template
+
+
+class ContextBuilt(_Rec):
+    """Everything a call's prompt is made of: the role's declared inputs (each linked to the
+    artifact it came from) and the template variant. The messages are reproducible from these."""
+
+    type: Literal["context.built"] = "context.built"
+    call_id: str
+    role: str
+    variant: str
+    templates: dict[str, str]  # template name -> sha256 of its bytes
+    inputs: BlobLink  # canonical JSON of the role's Inputs model
+    links: dict[str, list[InputLink]]
+    messages: BlobLink  # JSON [[role, content], ...]
+
+
+class LlmStarted(_Rec):
+    type: Literal["llm.started"] = "llm.started"
+    call_id: str
+    attempt: int
+    request_id: str
+    url: str
+    api: str
+    params: dict[str, Any]
+    request: BlobLink
+    max_tokens_cap: int | None
+
+
+class LlmCompleted(_Rec):
+    type: Literal["llm.completed"] = "llm.completed"
+    call_id: str
+    attempt: int
+    response: BlobLink
+    status: int | None
+    finish_reason: str | None
+    usage: dict[str, int]
+    telemetry: dict[str, Any]
+
+
+class LlmFailed(_Rec):
+    type: Literal["llm.failed"] = "llm.failed"
+    call_id: str
+    attempt: int
+    response: BlobLink | None
+    error_kind: str
+    message: str
+    retryable: bool
+    usage: dict[str, int] = Field(default_factory=dict)
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+
+
+class LlmAbandoned(_Rec):
+    type: Literal["llm.abandoned"] = "llm.abandoned"
+    call_id: str
+    attempt: int
+    reason: str
+
+
+class CallCompleted(_Rec):
+    type: Literal["call.completed"] = "call.completed"
+    call_id: str
+    role: str
+    finish_reason: str
+    truncated: bool
+    parsed_ok: bool
+    output: BlobLink  # canonical JSON of the role's parsed Output (conservative when not parsed)
+    text: BlobLink
+    reasoning: BlobLink | None
+    usage: dict[str, int]
+    # What the policy needs of the output (verdict, findings, decisions, score, choice), so that
+    # folding the journal never reads blobs.
+    facts: dict[str, Any] = Field(default_factory=dict)
+
+
+class CallFailed(_Rec):
+    type: Literal["call.failed"] = "call.failed"
+    call_id: str
+    role: str
+    error_kind: str
+    message: str
+
+
+class CallCancelled(_Rec):
+    type: Literal["call.cancelled"] = "call.cancelled"
+    call_id: str
+    reason: str
+
+
+class ArtifactPut(_Rec):
+    type: Literal["artifact.put"] = "artifact.put"
+    artifact: str
+    kind: str
+    blob: BlobLink
+    producer: str  # call id
+    lineage: str | None = None
+    version: int | None = None
+
+
+class Decision(_Rec):
+    type: Literal["decision"] = "decision"
+    kind: Literal[
+        "accepted", "round_failed", "abandoned", "phase", "budget_exhausted", "selected"
+    ]
+    lineage: str | None = None
+    version: int | None = None
+    phase: str | None = None
+    reason: str
+
+
+class RunFinished(_Rec):
+    type: Literal["run.finished"] = "run.finished"
+    outcome: Literal["solved", "partial", "unsolved", "failed"]
+    final: dict[str, BlobLink]
+    summary: dict[str, Any]
+
+
+LoopRecord = Annotated[
+    SessionStarted
+    | SessionEnded
+    | EndpointProbed
+    | NetConnect
+    | CallPlanned
+    | ContextBuilt
+    | LlmStarted
+    | LlmCompleted
+    | LlmFailed
+    | LlmAbandoned
+    | CallCompleted
+    | CallFailed
+    | CallCancelled
+    | ArtifactPut
+    | Decision
+    | RunFinished,
+    Field(discriminator="type"),
+]
+LOOP_RECORD_ADAPTER: TypeAdapter[LoopRecord] = TypeAdapter(LoopRecord)
+LOOP_RECORD_TYPES: frozenset[str] = frozenset(
+    m.model_fields["type"].default
+    for m in (
+        SessionStarted,
+        SessionEnded,
+        EndpointProbed,
+        NetConnect,
+        CallPlanned,
+        ContextBuilt,
+        LlmStarted,
+        LlmCompleted,
+        LlmFailed,
+        LlmAbandoned,
+        CallCompleted,
+        CallFailed,
+        CallCancelled,
+        ArtifactPut,
+        Decision,
+        RunFinished,
+    )
+)
+
+
+def parse_loop_record(type_: str, v: int, data: dict[str, Any]) -> LoopRecord | None:
+    """The typed record for a journal line, or None for types that are not the loop's."""
+    if type_ not in LOOP_RECORD_TYPES:
+        return None
+    if v > RECORD_VERSION:
+        raise ValueError(f"record type {type_} has version {v}, newer than this solver reads")
+    return LOOP_RECORD_ADAPTER.validate_python({**data, "type": type_})
+
+
+def loop_records_schema() -> dict[str, Any]:
+    return LOOP_RECORD_ADAPTER.json_schema()

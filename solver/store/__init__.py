@@ -1,0 +1,1 @@
+"""The run directory: content-addressed blobs, a hash-chained journal, a manifest."""
