@@ -107,7 +107,8 @@ class Problem(BaseModel):
 
     id: str
     statement: str
-    digest: str
+    # Filled from the statement when not given; a given digest must match it.
+    digest: str = ""
     title: str | None = None
     source: str | None = None
     answer: str | None = None
@@ -129,7 +130,7 @@ class Problem(BaseModel):
             return data
         data = dict(data)
         statement = data.get("statement")
-        if isinstance(statement, str) and "digest" not in data:
+        if isinstance(statement, str) and not data.get("digest"):
             data["digest"] = statement_digest(statement)
         original = data.get("original_bytes")
         if isinstance(original, bytes) and original and data.get("original_digest") is None:
