@@ -170,6 +170,8 @@ def read_checked_bytes(path: Path, *, extensions: tuple[str, ...], max_bytes: in
         raise input_error(path, "no such file")
     if path.is_dir():
         raise input_error(path, "is a directory, not a file")
+    if not path.is_file():  # a FIFO or device would block or never end
+        raise input_error(path, "not a regular file")
     suffix = path.suffix.lower()
     if suffix not in extensions:
         shown = repr(path.suffix) if path.suffix else "none"

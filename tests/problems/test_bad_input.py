@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -140,6 +141,14 @@ def test_directory_rejected(tmp_path: Path, reader: Callable[[Path], object], co
         reader(directory)
     _assert_one_clean_line(str(caught.value), directory, "is a directory")
     _assert_cli_rejects([command, str(directory)], directory, "is a directory")
+
+
+def test_fifo_rejected_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.md"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError) as caught:
+        load_problem(fifo)
+    _assert_one_clean_line(str(caught.value), fifo, "not a regular file")
 
 
 def test_yaml_error_spanning_lines_is_one_line(tmp_path: Path) -> None:
