@@ -1,0 +1,181 @@
+"""Verifier: find every error and gap in one proof; never fix anything.
+
+Sees the problem and the proof text (thinking and self-assessment stripped). Output contract: a
+JSON object ``{"findings": [{"id", "location", "severity", "explanation"}], "verdict"}`` where
+``location`` quotes the proof and severity is critical | major | minor. A "pass" that carries a
+critical or major finding counts as a fail; output that does not parse counts as a fail.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from roles.base import Kind, RoleInputs, RoleOutput
+from roles.jsonblock import find_object, lower_keys
+from roles.proof import strip_thinking
+
+NAME = "verifier"
+VARIANTS: tuple[str, ...] = ("stepwise", "adversarial", "structure-first")
+TEMPLATES: dict[str, tuple[str, str]] = {
+    variant: (f"verifier/{variant}.system.j2", "verifier/user.j2") for variant in VARIANTS
+}
+
+Severity = Literal["critical", "major", "minor"]
+BLOCKING: frozenset[str] = frozenset({"critical", "major"})
+
+
+class Inputs(RoleInputs):
+    problem_statement: Annotated[str, Kind("problem_statement"), Field(min_length=1)]
+    proof_text: Annotated[str, Kind("proof_text"), Field(min_length=1)]
+
+
+class Finding(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    location: str
+    severity: Severity
+    explanation: str
+
+
+class Output(RoleOutput):
+    findings: tuple[Finding, ...]
+    verdict: Literal["pass", "fail"]
+    stated_verdict: Literal["pass", "fail", "missing"]
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    @property
+    def blocking_findings(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity in BLOCKING)
+
+
+CONSERVATIVE = Output(
+    parsed=False,
+    parse_note="no verdict",
+    findings=(),
+    verdict="fail",
+    stated_verdict="missing",
+)
+
+_PASS_WORDS = {"pass", "passed", "correct", "valid", "accept", "accepted", "yes", "true"}
+_FAIL_WORDS = {"fail", "failed", "incorrect", "invalid", "reject", "rejected", "no", "false"}
+
+
+def normalise_severity(value: object) -> Severity:
+    """Anything unrecognised is treated as major: an unclassified defect still blocks."""
+    text = str(value).strip().lower()
+    if text.startswith("minor") or text in {"low", "trivial", "cosmetic", "presentation"}:
+        return "minor"
+    if text.startswith("crit") or "error" in text:
+        return "critical"
+    return "major"
+
+
+def _verdict_word(value: object) -> Literal["pass", "fail", "missing"]:
+    if isinstance(value, bool):
+        return "pass" if value else "fail"
+    words = re.findall(r"[a-z]+", str(value).lower())
+    if not words:
+        return "missing"
+    if words[0] in _PASS_WORDS and not _FAIL_WORDS.intersection(words):
+        return "pass"
+    if _FAIL_WORDS.intersection(words) or words[0] in {"not"}:
+        return "fail"
+    return "missing"
+
+
+def _findings(raw: Any) -> tuple[Finding, ...]:
+    if not isinstance(raw, list):
+        return ()
+    findings: list[Finding] = []
+    used: set[str] = set()
+    for number, item in enumerate(raw, start=1):
+        if not isinstance(item, dict):
+            continue
+        data = lower_keys(item)
+        ident = str(data.get("id") or "").strip()[:40] or f"F{number}"
+        while ident in used:
+            ident = f"{ident}'"
+        used.add(ident)
+        location = data.get("location", data.get("quote", data.get("where", "")))
+        explanation = data.get("explanation", data.get("issue", data.get("description", "")))
+        findings.append(
+            Finding(
+                id=ident,
+                location=str(location).strip(),
+                severity=normalise_severity(data.get("severity", data.get("class", "major"))),
+                explanation=str(explanation).strip(),
+            )
+        )
+    return tuple(findings)
+
+
+def _accept(value: dict[str, Any]) -> bool:
+    keys = lower_keys(value)
+    return "verdict" in keys or "findings" in keys
+
+
+_PROSE_VERDICT = re.compile(r"verdict\W{0,6}(pass(?:ed)?|fail(?:ed)?)\b", re.IGNORECASE)
+_PROSE_BLOCKING = re.compile(r"\b(critical|major)\b", re.IGNORECASE)
+
+
+def _from_prose(text: str) -> Output:
+    verdicts = _PROSE_VERDICT.findall(text)
+    if not verdicts:
+        return CONSERVATIVE
+    stated: Literal["pass", "fail"] = "pass" if verdicts[-1].lower().startswith("p") else "fail"
+    if stated == "pass" and _PROSE_BLOCKING.search(text):
+        return CONSERVATIVE.model_copy(
+            update={"parse_note": "prose verdict 'pass' beside a critical/major mention"}
+        )
+    return Output(
+        parsed=True,
+        parse_note="verdict read from prose (no JSON block)",
+        findings=(),
+        verdict=stated,
+        stated_verdict=stated,
+    )
+
+
+def parse(text: str) -> Output:
+    """Never raises; see the module docstring for the contract."""
+    visible = strip_thinking(text)
+    found = find_object(visible, _accept)
+    if found is None:
+        return _from_prose(visible)
+    data = lower_keys(found)
+    findings = _findings(data.get("findings", data.get("issues", [])))
+    stated = _verdict_word(data.get("verdict", ""))
+    blocking = any(f.severity in BLOCKING for f in findings)
+    verdict: Literal["pass", "fail"] = "pass" if stated == "pass" and not blocking else "fail"
+    note = ""
+    if stated == "missing":
+        note = "no verdict in the JSON block"
+    elif stated == "pass" and blocking:
+        note = "verdict 'pass' with a critical or major finding counts as fail"
+    return Output(
+        parsed=stated != "missing",
+        parse_note=note,
+        findings=findings,
+        verdict=verdict,
+        stated_verdict=stated,
+    )
+
+
+def format_report(output: Output) -> str:
+    """One verifier report as the reviewer is shown it: findings only, canonical layout."""
+    if not output.findings:
+        return f"Verdict: {output.verdict}\n\nNo findings were reported."
+    blocks = [
+        f"### Finding {f.id} (severity: {f.severity})\n"
+        f"Location: {f.location or '(not given)'}\n"
+        f"Explanation: {f.explanation or '(not given)'}"
+        for f in output.findings
+    ]
+    return f"Verdict: {output.verdict}\n\n" + "\n\n".join(blocks)
