@@ -1,1 +1,46 @@
-"""The run directory: content-addressed blobs, a hash-chained journal, a manifest."""
+"""The run directory: content-addressed blobs, a hash-chained journal, an immutable manifest,
+signed seals and an attestation. Knows nothing of the loop; see docs/format.md."""
+
+from solver.store._fs import canonical_json, write_atomic
+from solver.store.attest import generate_key_pair, load_public_key, pae
+from solver.store.blobs import BlobRef, BlobWriter, iter_blob_refs
+from solver.store.errors import (
+    BlobCorrupt,
+    BlobMissing,
+    CorruptionError,
+    LockHeld,
+    NotARun,
+    RunExists,
+    StorageFull,
+    StoreError,
+)
+from solver.store.journal import Record
+from solver.store.manifest import FORMAT, utc_now
+from solver.store.models import store_record_models
+from solver.store.reader import RunReader
+from solver.store.run import RunStore
+
+__all__ = [
+    "FORMAT",
+    "BlobCorrupt",
+    "BlobMissing",
+    "BlobRef",
+    "BlobWriter",
+    "CorruptionError",
+    "LockHeld",
+    "NotARun",
+    "Record",
+    "RunExists",
+    "RunReader",
+    "RunStore",
+    "StorageFull",
+    "StoreError",
+    "canonical_json",
+    "generate_key_pair",
+    "iter_blob_refs",
+    "load_public_key",
+    "pae",
+    "store_record_models",
+    "utc_now",
+    "write_atomic",
+]

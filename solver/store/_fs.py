@@ -1,0 +1,145 @@
+"""Durable file primitives shared by the store: canonical JSON, atomic replace, directory
+fsync, ENOSPC mapping, and the crash-point hook the crash-matrix tests use.
+
+Crash points: when the environment variable ``SOLVER_STORE_CRASH_AT`` is ``"<step>:<n>"``, the
+process kills itself with SIGKILL the n-th time it reaches ``<step>`` (n defaults to 1). The
+steps are listed in :data:`CRASH_POINTS`. Unset, the hook costs one dict lookup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import json
+import os
+import secrets
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from solver.store.errors import StorageFull, StoreError
+
+CRASH_ENV = "SOLVER_STORE_CRASH_AT"
+CRASH_POINTS = (
+    "atomic.write",
+    "atomic.fsync",
+    "atomic.rename",
+    "atomic.dirsync",
+    "blob.write",
+    "blob.fsync",
+    "blob.rename",
+    "blob.dirsync",
+    "journal.torn",
+    "journal.write",
+    "journal.fsync",
+    "repair.quarantined",
+    "repair.truncated",
+)
+_crash_hits: dict[str, int] = {}
+
+
+def crash_armed(step: str) -> bool:
+    """True when this is the visit of ``step`` at which the crash matrix wants to die."""
+    spec = os.environ.get(CRASH_ENV)
+    if spec is None:
+        return False
+    name, _, nth = spec.partition(":")
+    if name != step:
+        return False
+    _crash_hits[step] = _crash_hits.get(step, 0) + 1
+    return _crash_hits[step] == int(nth or "1")
+
+
+def die() -> None:
+    """Kill this process the way a power cut or OOM kill would: no cleanup, no flush."""
+    os.kill(os.getpid(), signal.SIGKILL)  # pragma: no cover - nothing runs after it
+
+
+def crash_point(step: str) -> None:
+    if crash_armed(step):
+        die()  # pragma: no cover - the process is gone
+
+
+def canonical_json(obj: Any) -> bytes:
+    """Sorted keys, compact separators, UTF-8 (not ASCII-escaped), no NaN or Infinity."""
+    try:
+        text = json.dumps(
+            obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+        return text.encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        raise StoreError(f"value is not canonical JSON: {exc}") from None
+
+
+def sha256_tag(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path) -> Iterator[None]:
+    """Turn a full disk or an oversized file into one clear :class:`StorageFull`."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EFBIG):
+            raise StorageFull(str(path), exc) from None
+        raise
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """os.write may write less than asked (signals, pipes); loop until every byte is out."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+
+
+def write_atomic(path: Path, data: bytes, *, backup: bool = False) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file:
+    temp file, fsync, rename, fsync of the directory. ``backup`` first keeps the old content
+    as ``<name>.bak`` (itself written atomically)."""
+    if backup and path.exists():
+        write_atomic(path.with_name(path.name + ".bak"), path.read_bytes())
+    tmp = temp_name(path)
+    with storage_errors(path):
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                write_all(fd, data)
+                crash_point("atomic.write")
+                os.fsync(fd)
+                crash_point("atomic.fsync")
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        crash_point("atomic.rename")
+        fsync_dir(path.parent)
+        crash_point("atomic.dirsync")
+
+
+def remove_temp_files(directory: Path) -> list[Path]:
+    """Delete the leftovers of writes a crash interrupted (only the writer calls this)."""
+    removed: list[Path] = []
+    if directory.is_dir():
+        for entry in directory.iterdir():
+            if entry.name.startswith(".") and entry.name.endswith(".tmp") and entry.is_file():
+                entry.unlink()
+                removed.append(entry)
+    return removed

@@ -1,0 +1,218 @@
+"""Content-addressed blobs: raw bytes stored at ``blobs/sha256/<hex[:2]>/<hex>``.
+
+A blob is durable before its name is returned (temp file, fsync, rename, fsync of the fan-out
+directory), so no journal record can ever name bytes that a crash could lose. Large blobs are
+hashed while they are written and never held whole in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, BinaryIO
+
+from solver.store._fs import crash_point, fsync_dir, storage_errors, temp_name, write_all
+from solver.store.errors import BlobCorrupt, BlobMissing, StoreError
+
+_DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
+READ_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class BlobRef:
+    """The name of a stored blob: ``digest`` is ``"sha256:<hex>"``, ``size`` its byte count."""
+
+    digest: str
+    size: int
+
+    def __post_init__(self) -> None:
+        parse_digest(self.digest)
+
+    @property
+    def hex(self) -> str:
+        return self.digest.removeprefix("sha256:")
+
+    def as_ref(self) -> dict[str, Any]:
+        """The form records use to name a blob: ``{"blob": digest, "bytes": size}``."""
+        return {"blob": self.digest, "bytes": self.size}
+
+
+def parse_digest(digest: str) -> str:
+    """The hex part of ``"sha256:<64 lowercase hex>"``; anything else is a StoreError."""
+    match = _DIGEST.fullmatch(digest)
+    if match is None:
+        raise StoreError(f"not a sha256 digest: {digest!r}")
+    return match.group(1)
+
+
+def iter_blob_refs(value: Any) -> Iterator[str]:
+    """Every digest named by a ``{"blob": "sha256:..."}`` object anywhere inside ``value``."""
+    if isinstance(value, dict):
+        named = value.get("blob")
+        if isinstance(named, str) and named.startswith("sha256:"):
+            yield named
+        for item in value.values():
+            yield from iter_blob_refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from iter_blob_refs(item)
+
+
+def hash_file(path: Path, buffer: bytearray | None = None) -> tuple[str, int]:
+    """(``"sha256:<hex>"``, size) of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    buf = buffer if buffer is not None else bytearray(READ_CHUNK)
+    view = memoryview(buf)
+    size = 0
+    with path.open("rb", buffering=0) as handle:
+        while True:
+            count = handle.readinto(view)
+            if not count:
+                break
+            digest.update(view[:count])
+            size += count
+    return "sha256:" + digest.hexdigest(), size
+
+
+class BlobStore:
+    """The ``blobs/`` directory of one run. Reading needs nothing else; writing is done only
+    by the run's single writer (the temp directory is cleaned when it opens the run)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tree = root / "sha256"
+        self.tmp = root / "tmp"
+        self._known: set[str] = set()
+
+    def path_for(self, digest: str) -> Path:
+        hex_digest = parse_digest(digest)
+        return self.tree / hex_digest[:2] / hex_digest
+
+    def exists(self, digest: str) -> bool:
+        if digest in self._known:
+            return True
+        if self.path_for(digest).is_file():
+            self._known.add(digest)
+            return True
+        return False
+
+    def read(self, ref: BlobRef | str) -> bytes:
+        """The blob's bytes, checked against its name."""
+        digest = ref.digest if isinstance(ref, BlobRef) else ref
+        path = self.path_for(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise BlobMissing(digest) from None
+        actual = "sha256:" + hashlib.sha256(data).hexdigest()
+        if actual != digest:
+            raise BlobCorrupt(digest, actual)
+        return data
+
+    def open(self, ref: BlobRef | str) -> BinaryIO:
+        """A binary file object on the blob (unchecked; for streaming large blobs)."""
+        digest = ref.digest if isinstance(ref, BlobRef) else ref
+        try:
+            return self.path_for(digest).open("rb")
+        except FileNotFoundError:
+            raise BlobMissing(digest) from None
+
+    def writer(self) -> BlobWriter:
+        return BlobWriter(self)
+
+    def put(self, data: bytes) -> BlobRef:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if self.exists(digest):
+            return BlobRef(digest, len(data))
+        with self.writer() as writer:
+            writer.write(data)
+            return writer.commit()
+
+    def iter_files(self) -> Iterator[Path]:
+        """Every file in the fan-out tree, whatever its name (the audit judges the names)."""
+        if not self.tree.is_dir():
+            return
+        for fan in sorted(self.tree.iterdir()):
+            if fan.is_dir():
+                yield from sorted(p for p in fan.iterdir() if p.is_file())
+            else:
+                yield fan
+
+    def _install(self, tmp: Path, digest: str) -> None:
+        target = self.path_for(digest)
+        fan = target.parent
+        if not fan.is_dir():
+            fan.mkdir(parents=True, exist_ok=True)
+            fsync_dir(self.tree)
+        if target.exists():  # same name, same bytes: content addressing makes this a no-op
+            tmp.unlink()
+        else:
+            os.replace(tmp, target)
+            crash_point("blob.rename")
+            fsync_dir(fan)
+            crash_point("blob.dirsync")
+        self._known.add(digest)
+
+
+class BlobWriter:
+    """Streams one blob to a temp file, hashing as it goes; ``commit()`` makes it durable and
+    returns its name, ``abort()`` drops it. As a context manager it aborts on an exception or
+    when left without a commit."""
+
+    def __init__(self, store: BlobStore) -> None:
+        self._store = store
+        store.tmp.mkdir(parents=True, exist_ok=True)
+        self._path = temp_name(store.tmp / "blob")
+        with storage_errors(self._path):
+            self._fd: int | None = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self._hash = hashlib.sha256()
+        self._size = 0
+
+    def write(self, data: bytes) -> None:
+        if self._fd is None:
+            raise StoreError("blob writer is closed")
+        with storage_errors(self._path):
+            write_all(self._fd, data)
+        self._hash.update(data)
+        self._size += len(data)
+
+    def commit(self) -> BlobRef:
+        if self._fd is None:
+            raise StoreError("blob writer is closed")
+        fd, self._fd = self._fd, None
+        digest = "sha256:" + self._hash.hexdigest()
+        try:
+            with storage_errors(self._path):
+                try:
+                    crash_point("blob.write")
+                    os.fsync(fd)
+                    crash_point("blob.fsync")
+                finally:
+                    os.close(fd)
+                self._store._install(self._path, digest)
+        except BaseException:
+            self._path.unlink(missing_ok=True)
+            raise
+        return BlobRef(digest, self._size)
+
+    def abort(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            self._path.unlink(missing_ok=True)
+
+    def __enter__(self) -> BlobWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.abort()

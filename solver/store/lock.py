@@ -1,0 +1,86 @@
+"""The single-writer lock: ``fcntl.flock`` on ``<run>/.lock``, which holds the holder's pid,
+host and session as JSON so a refused writer can say who holds it. The kernel drops the lock
+when its holder dies, so a crashed writer never leaves a stale lock behind."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from solver.store._fs import write_all
+from solver.store.errors import LockHeld
+
+LOCK_NAME = ".lock"
+
+
+def _read_holder(path: Path) -> dict[str, Any]:
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
+class WriterLock:
+    """Held from :meth:`acquire` until :meth:`release` (or the process ends)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / LOCK_NAME
+        self._fd: int | None = None
+
+    def acquire(self, session: int) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = _read_holder(self.path)
+            pid = holder.get("pid")
+            host = holder.get("host")
+            raise LockHeld(
+                str(self.path.parent),
+                pid if isinstance(pid, int) else None,
+                host if isinstance(host, str) else None,
+            ) from None
+        self._fd = fd
+        self.update(session)
+
+    def update(self, session: int) -> None:
+        """Rewrite the holder information (the session number changes on resume)."""
+        if self._fd is None:
+            return
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "session": session}
+        os.ftruncate(self._fd, 0)
+        os.lseek(self._fd, 0, os.SEEK_SET)
+        write_all(self._fd, json.dumps(info, sort_keys=True).encode() + b"\n")
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def lock_holder(run_dir: Path) -> dict[str, Any] | None:
+    """The live writer's ``{"pid", "host", "session"}``, or None when nobody holds the lock.
+    Probes with a shared, non-blocking flock that it drops at once."""
+    path = run_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _read_holder(path)
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

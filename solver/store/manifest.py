@@ -1,0 +1,86 @@
+"""MANIFEST.json: the run's immutable description, written once, atomically, as canonical
+JSON. Its digest (SHA-256 of the file's bytes) is the ``prev`` of journal record 0."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from solver.store._fs import canonical_json, sha256_tag
+
+FORMAT = "solver-run/1"
+MASK = "***"
+# Whole-word key names only: "tokenizer_sha256" or "max_tokens" are not secrets.
+_SECRET_KEY = re.compile(
+    r"(?:^|[_-])(?:api[_-]?key|secret|client[_-]?secret|password|passwd|token|authorization|"
+    r"private[_-]?key)$",
+    re.IGNORECASE,
+)
+
+
+def utc_now() -> str:
+    """RFC 3339 UTC with microseconds and a ``Z``: the time format of every record."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def uuid7() -> str:
+    """A time-ordered UUID (RFC 9562 version 7); Python 3.11 has no ``uuid.uuid7``."""
+    millis = time.time_ns() // 1_000_000
+    value = (millis & ((1 << 48) - 1)) << 80
+    value |= int.from_bytes(os.urandom(10), "big") & ((1 << 80) - 1)
+    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version
+    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
+    return str(uuid.UUID(int=value))
+
+
+def mask_secrets(value: Any) -> Any:
+    """A copy with every non-empty string under a secret-looking key replaced by ``***``:
+    the manifest is shared with whoever audits the run, and keys must never reach it."""
+    if isinstance(value, Mapping):
+        masked: dict[str, Any] = {}
+        for key, item in value.items():
+            if isinstance(item, str) and item and _SECRET_KEY.search(str(key)):
+                masked[str(key)] = MASK
+            else:
+                masked[str(key)] = mask_secrets(item)
+        return masked
+    if isinstance(value, list | tuple):
+        return [mask_secrets(item) for item in value]
+    return value
+
+
+def prepare_manifest(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest as written: secrets masked, ``format``, ``run_id`` and ``created``
+    filled in when the caller left them out."""
+    prepared: dict[str, Any] = mask_secrets(manifest)
+    prepared.setdefault("format", FORMAT)
+    prepared.setdefault("run_id", uuid7())
+    prepared.setdefault("created", utc_now())
+    return prepared
+
+
+def manifest_bytes(manifest: Mapping[str, Any]) -> bytes:
+    return canonical_json(manifest)
+
+
+def manifest_digest(data: bytes) -> str:
+    return sha256_tag(data)
+
+
+def parse_manifest(data: bytes) -> dict[str, Any]:
+    """MANIFEST.json's content; ValueError when it is not a JSON object of our format."""
+    try:
+        obj = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    if obj.get("format") != FORMAT:
+        raise ValueError(f"format is {obj.get('format')!r}, expected {FORMAT!r}")
+    return obj

@@ -1,0 +1,89 @@
+"""RunReader: read-only access to a run directory, without the lock (for audit, status and
+report). It never writes, so it can look at a run while its writer is still appending."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import cached_property
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from solver.store.blobs import BlobRef, BlobStore
+from solver.store.errors import CorruptionError, NotARun
+from solver.store.journal import JournalScan, Record, TornTail, scan_journal
+from solver.store.lock import lock_holder
+from solver.store.manifest import manifest_digest, parse_manifest
+from solver.store.run import ATTESTATION_NAME, JOURNAL_NAME, MANIFEST_NAME
+
+
+class RunReader:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = Path(run_dir)
+        if not self.run_dir.is_dir():
+            raise NotARun(str(self.run_dir), "no such directory")
+        self.blobs = BlobStore(self.run_dir / "blobs")
+        self.torn_tail: TornTail | None = None
+
+    @cached_property
+    def manifest_bytes(self) -> bytes:
+        try:
+            return (self.run_dir / MANIFEST_NAME).read_bytes()
+        except FileNotFoundError:
+            raise NotARun(str(self.run_dir), "no MANIFEST.json") from None
+
+    @cached_property
+    def manifest(self) -> dict[str, Any]:
+        """MANIFEST.json's content; CorruptionError (seq 0) when it does not parse."""
+        try:
+            return parse_manifest(self.manifest_bytes)
+        except ValueError as exc:
+            raise CorruptionError(0, f"MANIFEST.json: {exc}") from None
+
+    @property
+    def manifest_digest(self) -> str:
+        return manifest_digest(self.manifest_bytes)
+
+    @property
+    def journal_path(self) -> Path:
+        return self.run_dir / JOURNAL_NAME
+
+    @property
+    def attestation_path(self) -> Path:
+        return self.run_dir / ATTESTATION_NAME
+
+    def scan(self) -> JournalScan:
+        """Every parseable record, every break of the chain, and the torn tail if any."""
+        data = self.journal_path.read_bytes() if self.journal_path.exists() else b""
+        scan = scan_journal(data, self.manifest_digest)
+        self.torn_tail = scan.torn
+        return scan
+
+    def records(self) -> Iterator[Record]:
+        """The records in order. A torn tail is skipped (and left in ``torn_tail``); any
+        other damage raises CorruptionError naming the seq."""
+        scan = self.scan()
+        if scan.breaks:
+            first = scan.breaks[0]
+            seq = first.seq if first.seq is not None else first.line - 1
+            raise CorruptionError(seq, f"journal.jsonl line {first.line}: {first.reason}")
+        yield from scan.records
+
+    def read_blob(self, ref: BlobRef | str) -> bytes:
+        return self.blobs.read(ref)
+
+    def open_blob(self, ref: BlobRef | str) -> BinaryIO:
+        return self.blobs.open(ref)
+
+    def blob_exists(self, ref: BlobRef | str) -> bool:
+        return self.blobs.exists(ref.digest if isinstance(ref, BlobRef) else ref)
+
+    def lock_holder(self) -> dict[str, Any] | None:
+        """``{"pid", "host", "session"}`` of a live writer, or None."""
+        return lock_holder(self.run_dir)
+
+    def files_in(self, name: str) -> list[Path]:
+        """The regular files of a subdirectory (seals, quarantine, final), sorted."""
+        directory = self.run_dir / name
+        if not directory.is_dir():
+            return []
+        return sorted(p for p in directory.iterdir() if p.is_file())

@@ -1,0 +1,402 @@
+"""RunStore: the single writer of a run directory.
+
+Layout (docs/format.md describes it for third-party verifiers)::
+
+    MANIFEST.json  journal.jsonl  blobs/sha256/ab/<hex>  seals/  final/  quarantine/
+    attestation.intoto.jsonl  .lock
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from types import TracebackType
+from typing import Any, BinaryIO
+
+from solver.store._fs import (
+    canonical_json,
+    crash_armed,
+    crash_point,
+    die,
+    fsync_dir,
+    remove_temp_files,
+    sha256_tag,
+    storage_errors,
+    write_all,
+    write_atomic,
+)
+from solver.store.attest import (
+    PAYLOAD_INTOTO,
+    PAYLOAD_SEAL,
+    build_statement,
+    key_id,
+    load_private_key,
+    public_key_pem,
+    seal_payload,
+    sign_envelope,
+)
+from solver.store.blobs import BlobRef, BlobStore, BlobWriter, iter_blob_refs
+from solver.store.errors import BlobMissing, CorruptionError, NotARun, RunExists, StoreError
+from solver.store.journal import Record, TornTail, parse_line, scan_journal
+from solver.store.lock import LOCK_NAME, WriterLock
+from solver.store.manifest import (
+    manifest_bytes,
+    manifest_digest,
+    parse_manifest,
+    prepare_manifest,
+    utc_now,
+)
+from solver.store.models import STORE_RECORD_TYPES, RunCreated, Seal, TailTruncated
+
+MANIFEST_NAME = "MANIFEST.json"
+JOURNAL_NAME = "journal.jsonl"
+ATTESTATION_NAME = "attestation.intoto.jsonl"
+_FINAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_QUARANTINE_NAME = re.compile(r"journal\.jsonl\.(\d+)\.tail")
+
+
+def _durable_sync(fd: int) -> None:
+    """fdatasync on Linux; macOS needs F_FULLFSYNC to reach the platter."""
+    full_fsync = getattr(fcntl, "F_FULLFSYNC", None)
+    if full_fsync is not None:  # pragma: no cover - macOS only
+        fcntl.fcntl(fd, full_fsync)
+    else:
+        os.fdatasync(fd)
+
+
+def _package_version() -> str:
+    try:
+        return version("olympiad-solver")
+    except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+        return "0.0.0+source"
+
+
+class RunStore:
+    """The run directory's only writer, from create()/open() until close()."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        raw_manifest: bytes,
+        lock: WriterLock,
+        signing_key: Path | None,
+        seal_every: int,
+        seal_interval_s: float,
+    ) -> None:
+        self.run_dir = run_dir
+        self.manifest: dict[str, Any] = parse_manifest(raw_manifest)
+        self.manifest_digest = manifest_digest(raw_manifest)
+        self.head = self.manifest_digest
+        self.next_seq = 0
+        self.session = 0
+        self.blobs = BlobStore(run_dir / "blobs")
+        self._lock = lock
+        self._key = load_private_key(signing_key) if signing_key is not None else None
+        self._seal_every = seal_every
+        self._seal_interval_s = seal_interval_s
+        self._since_seal = 0
+        self._last_seal_time = time.monotonic()
+        self._last_seal_digest: str | None = None
+        self._journal = run_dir / JOURNAL_NAME
+        self._fd: int | None = None
+        self._size = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @classmethod
+    def create(
+        cls,
+        run_dir: Path,
+        manifest: Mapping[str, Any],
+        *,
+        signing_key: Path | None = None,
+        seal_every: int = 256,
+        seal_interval_s: float = 600.0,
+    ) -> RunStore:
+        """A new run: MANIFEST.json written atomically, then record 0 (``run.created``)."""
+        run_dir = Path(run_dir)
+        if run_dir.exists() and not run_dir.is_dir():
+            raise RunExists(str(run_dir))
+        if not run_dir.exists():
+            run_dir.mkdir(parents=True)
+            fsync_dir(run_dir.parent)
+        lock = WriterLock(run_dir)
+        lock.acquire(session=0)
+        try:
+            # A directory holding only the leftovers of a create that crashed before its
+            # manifest became durable counts as empty.
+            for entry in run_dir.iterdir():
+                if entry.name != LOCK_NAME and not entry.name.endswith(".tmp"):
+                    raise RunExists(str(run_dir))
+            prepared = prepare_manifest(manifest)
+            if signing_key is not None:
+                public = load_private_key(signing_key).public_key()
+                prepared.setdefault(
+                    "signing", {"keyid": key_id(public), "public_key": public_key_pem(public)}
+                )
+            remove_temp_files(run_dir)
+            raw = manifest_bytes(prepared)
+            write_atomic(run_dir / MANIFEST_NAME, raw)
+            store = cls(run_dir, raw, lock, signing_key, seal_every, seal_interval_s)
+            store._start(b"")
+        except BaseException:
+            lock.release()
+            raise
+        return store
+
+    @classmethod
+    def open(
+        cls,
+        run_dir: Path,
+        *,
+        signing_key: Path | None = None,
+        seal_every: int = 256,
+        seal_interval_s: float = 600.0,
+    ) -> RunStore:
+        """Reopen a run to append: lock, verify the chain, repair a torn tail."""
+        run_dir = Path(run_dir)
+        manifest_path = run_dir / MANIFEST_NAME
+        if not manifest_path.is_file():
+            reason = "no such directory" if not run_dir.is_dir() else "no MANIFEST.json"
+            raise NotARun(str(run_dir), reason)
+        lock = WriterLock(run_dir)
+        lock.acquire(session=0)
+        try:
+            raw = manifest_path.read_bytes()
+            try:
+                store = cls(run_dir, raw, lock, signing_key, seal_every, seal_interval_s)
+            except ValueError as exc:
+                raise CorruptionError(0, f"MANIFEST.json: {exc}") from None
+            journal = store._journal.read_bytes() if store._journal.exists() else b""
+            store._start(journal)
+        except BaseException:
+            lock.release()
+            raise
+        return store
+
+    def _start(self, journal: bytes) -> None:
+        for directory in (
+            self.run_dir,
+            self.run_dir / "seals",
+            self.run_dir / "final",
+            self.run_dir / "quarantine",
+        ):
+            remove_temp_files(directory)
+        remove_temp_files(self.blobs.tmp)
+        self.blobs.tree.mkdir(parents=True, exist_ok=True)
+        scan = scan_journal(journal, self.manifest_digest)
+        if scan.breaks:
+            first = scan.breaks[0]
+            seq = first.seq if first.seq is not None else first.line - 1
+            raise CorruptionError(seq, f"journal.jsonl line {first.line}: {first.reason}")
+        fresh = not self._journal.exists()
+        self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if fresh:
+            fsync_dir(self.run_dir)
+        self._size = scan.good_size
+        if scan.records:
+            last = scan.records[-1]
+            self.head, self.next_seq, self.session = last.line_hash, last.seq + 1, last.sess
+        self._lock.update(self.session)
+        if scan.torn is not None:
+            self._repair(scan.torn)
+        logged = {r.data.get("file") for r in scan.records if r.type == "recovery.tail_truncated"}
+        self._log_quarantined(logged)
+        if self.next_seq == 0:
+            created = RunCreated(
+                manifest=self.manifest_digest,
+                format=str(self.manifest["format"]),
+                run_id=str(self.manifest["run_id"]),
+            )
+            self._append("run.created", created.data(), 1)
+
+    def _repair(self, torn: TornTail) -> None:
+        """Move an incomplete last line to quarantine/, cut it off, and record both."""
+        quarantine = self.run_dir / "quarantine"
+        quarantine.mkdir(exist_ok=True)
+        name = f"quarantine/journal.jsonl.{torn.offset}.tail"
+        write_atomic(self.run_dir / name, torn.data)
+        crash_point("repair.quarantined")
+        assert self._fd is not None
+        os.ftruncate(self._fd, torn.offset)
+        os.fsync(self._fd)
+        crash_point("repair.truncated")
+
+    def _log_quarantined(self, logged: set[Any]) -> None:
+        """Append a ``recovery.tail_truncated`` for every quarantined tail no record names
+        yet (the repair itself, or one a crash interrupted before it was recorded)."""
+        quarantine = self.run_dir / "quarantine"
+        if not quarantine.is_dir():
+            return
+        for path in sorted(quarantine.iterdir()):
+            match = _QUARANTINE_NAME.fullmatch(path.name)
+            name = f"quarantine/{path.name}"
+            if match is None or name in logged:
+                continue
+            data = path.read_bytes()
+            record = TailTruncated(
+                offset=int(match.group(1)), bytes=len(data), sha256=sha256_tag(data), file=name
+            )
+            self._append(record.type, record.data(), 1)
+
+    def close(self) -> None:
+        """Seal what is unsealed (with a key), close the journal, release the lock."""
+        if self._fd is None:
+            return
+        try:
+            if self._key is not None and self._since_seal > 0:
+                self.seal()
+        finally:
+            os.close(self._fd)
+            self._fd = None
+            self._lock.release()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ blobs
+
+    def put_blob(self, data: bytes) -> BlobRef:
+        return self.blobs.put(data)
+
+    def blob_writer(self) -> BlobWriter:
+        return self.blobs.writer()
+
+    def read_blob(self, ref: BlobRef | str) -> bytes:
+        return self.blobs.read(ref)
+
+    def open_blob(self, ref: BlobRef | str) -> BinaryIO:
+        return self.blobs.open(ref)
+
+    # ------------------------------------------------------------------ journal
+
+    def set_session(self, n: int) -> None:
+        self.session = n
+        self._lock.update(n)
+
+    def append(self, type: str, data: Mapping[str, Any], *, v: int = 1) -> Record:
+        """Append one record: one write, one fsync. Every blob it names must exist."""
+        if type in STORE_RECORD_TYPES:
+            raise StoreError(f"record type {type!r} is reserved for the store")
+        for digest in iter_blob_refs(data):
+            if not self.blobs.exists(digest):
+                raise BlobMissing(digest)
+        record = self._append(type, dict(data), v)
+        if self._key is not None and (
+            self._since_seal >= self._seal_every
+            or time.monotonic() - self._last_seal_time >= self._seal_interval_s
+        ):
+            self.seal()
+        return record
+
+    def _append(self, type_: str, data: dict[str, Any], v: int) -> Record:
+        if self._fd is None:
+            raise StoreError("run store is closed")
+        line = canonical_json(
+            {
+                "data": data,
+                "prev": self.head,
+                "seq": self.next_seq,
+                "sess": self.session,
+                "t": utc_now(),
+                "type": type_,
+                "v": v,
+            }
+        )
+        payload = line + b"\n"
+        with storage_errors(self._journal):
+            try:
+                if crash_armed("journal.torn"):
+                    write_all(self._fd, payload[: len(payload) // 2])
+                    die()  # pragma: no cover
+                write_all(self._fd, payload)
+                crash_point("journal.write")
+                _durable_sync(self._fd)
+                crash_point("journal.fsync")
+            except BaseException:
+                # A half-written line must not stay in front of the next record.
+                os.ftruncate(self._fd, self._size)
+                raise
+        self._size += len(payload)
+        record = parse_line(line)
+        self.head = record.line_hash
+        self.next_seq += 1
+        self._since_seal += 1
+        return record
+
+    def records(self) -> Iterator[Record]:
+        """The records written so far (this writer's view; nothing else writes the file)."""
+        with self._journal.open("rb") as handle:
+            data = handle.read(self._size)
+        for line in data.split(b"\n")[:-1]:
+            yield parse_line(line)
+
+    # ------------------------------------------------------------------ signing and results
+
+    def seal(self) -> Record | None:
+        """With a key: sign the chain head into seals/seal-<count>.json, then append a
+        ``seal`` record naming it. Without a key: nothing (returns None)."""
+        if self._key is None:
+            return None
+        count, head = self.next_seq, self.head
+        payload = seal_payload(str(self.manifest["run_id"]), count, head, utc_now())
+        envelope = sign_envelope(PAYLOAD_SEAL, payload, self._key)
+        name = f"seals/seal-{count:08d}.json"
+        (self.run_dir / "seals").mkdir(exist_ok=True)
+        write_atomic(self.run_dir / name, envelope)
+        self._last_seal_digest = sha256_tag(envelope)
+        seal = Seal(
+            count=count,
+            chain_head=head,
+            file=name,
+            sha256=self._last_seal_digest,
+            keyid=key_id(self._key.public_key()),
+        )
+        record = self._append(seal.type, seal.data(), 1)
+        self._since_seal = 0
+        self._last_seal_time = time.monotonic()
+        return record
+
+    def write_final(self, name: str, data: bytes) -> BlobRef:
+        """Store ``data`` as a blob and as the human-readable copy final/<name>."""
+        if _FINAL_NAME.fullmatch(name) is None or name in (".", ".."):
+            raise StoreError(f"final artifact name must be a plain file name: {name!r}")
+        ref = self.put_blob(data)
+        (self.run_dir / "final").mkdir(exist_ok=True)
+        write_atomic(self.run_dir / "final" / name, data)
+        return ref
+
+    def finish_attestation(self, subjects: Mapping[str, BlobRef]) -> Path | None:
+        """With a key: seal, then write attestation.intoto.jsonl, a DSSE envelope around an
+        in-toto Statement v1 whose subjects are ``subjects`` and the journal head."""
+        if self._key is None:
+            return None
+        if self._since_seal > 0:
+            self.seal()
+        statement = build_statement(
+            {name: ref.digest for name, ref in subjects.items()},
+            self.manifest,
+            manifest_digest=self.manifest_digest,
+            journal_count=self.next_seq,
+            journal_head=self.head,
+            last_seal=self._last_seal_digest,
+            finished=utc_now(),
+            version=_package_version(),
+        )
+        envelope = sign_envelope(PAYLOAD_INTOTO, canonical_json(statement), self._key)
+        path = self.run_dir / ATTESTATION_NAME
+        write_atomic(path, envelope + b"\n")
+        return path
