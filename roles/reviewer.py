@@ -104,7 +104,7 @@ def _accept(value: dict[str, Any]) -> bool:
 
 
 _PROSE = re.compile(
-    r"\b(F\d{1,4})\b[^\n]{0,40}?\b(confirmed|rejected)\b(?:\W{0,5}([^\n]{0,300}))?",
+    r"\b(F\d{1,4})\b[^\n]{0,40}?\b(confirmed|rejected)\b(?:[^\w\n]{0,5}([^\n]{0,300}))?",
     re.IGNORECASE,
 )
 
