@@ -158,6 +158,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # no Nagle: each scripted frame leaves at once, as a token server's would
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.server.fake._track(self.connection, add=True)
 
     def finish(self) -> None:

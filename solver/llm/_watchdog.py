@@ -1,0 +1,77 @@
+"""Deadlines for one attempt without per-chunk timer churn.
+
+The reading loop only stores the time of the last byte (:attr:`Watchdog.last`); one timer
+checks it when a deadline could have passed and re-arms itself otherwise. When a deadline
+passes it cancels the reading task and remembers which deadline it was, so the attempt can
+turn the cancellation into the right :class:`DeadlineExceeded`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from solver.llm.types import Deadlines
+
+__all__ = ["Watchdog"]
+
+
+class Watchdog:
+    __slots__ = (
+        "_deadlines",
+        "_first_byte_at",
+        "_handle",
+        "_loop",
+        "_task",
+        "_total_at",
+        "fired",
+        "last",
+        "started",
+    )
+
+    def __init__(self, deadlines: Deadlines) -> None:
+        self._loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("Watchdog needs a running task")
+        self._task = task
+        self._deadlines = deadlines
+        self.started = self._loop.time()
+        self.last: float | None = None  # time of the latest byte; None before the first
+        self._first_byte_at = self.started + deadlines.first_byte
+        total = deadlines.total
+        self._total_at = self.started + total if total is not None else math.inf
+        self.fired: str | None = None
+        self._handle = self._loop.call_at(self._due(), self._check)
+
+    def _due(self) -> float:
+        if self.last is None:
+            return min(self._first_byte_at, self._total_at)
+        return min(self.last + self._deadlines.idle, self._total_at)
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        due = self._due()
+        if now < due:
+            self._handle = self._loop.call_at(due, self._check)
+            return
+        if now >= self._total_at:
+            self.fired = "total"
+        else:
+            self.fired = "first_byte" if self.last is None else "idle"
+        self._task.cancel()
+
+    def first_byte(self) -> None:
+        self.last = self._loop.time()
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+    def claim(self) -> str | None:
+        """After a CancelledError: the deadline that caused it, or None when the cancellation
+        came from elsewhere (then it must propagate)."""
+        if self.fired is None:
+            return None
+        if self._task.uncancel() > 0:
+            return None
+        return self.fired

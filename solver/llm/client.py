@@ -1,0 +1,489 @@
+"""The streaming model client: deadlines, retries, allow-list, exact bytes, telemetry.
+
+One :meth:`ModelClient.complete` call makes one or more attempts. Each attempt is announced to
+the observer before its first byte leaves (:class:`AttemptStart`, with the exact body), streams
+the raw response bytes into the observer's sink as they arrive, and is closed with an
+:class:`AttemptEnd`. Retries (tenacity: exponential backoff with jitter, ``Retry-After``
+honoured) cover connection errors, 408/409/429/5xx, deadlines and retryable stream errors;
+never 400/401/403/404 or context-length errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
+from tenacity.stop import stop_base
+
+from solver.llm._ids import new_request_id
+from solver.llm._watchdog import Watchdog
+from solver.llm.codec import PATHS, StreamDecoder, encode_request
+from solver.llm.errors import (
+    ContextLengthExceeded,
+    EndpointUnreachable,
+    FirstByteTimeout,
+    HostNotAllowed,
+    HTTPStatusError,
+    IdleTimeout,
+    StreamProtocolError,
+    TotalTimeout,
+    TransportError,
+    redact,
+)
+from solver.llm.events import (
+    Completion,
+    ReasoningDelta,
+    Request,
+    TextDelta,
+    ToolCallDelta,
+)
+from solver.llm.fold import Folder
+from solver.llm.probe import estimate_prompt_tokens, parse_server_info, prompt_tokens_from_error
+from solver.llm.types import (
+    AttemptEnd,
+    AttemptObserver,
+    AttemptStart,
+    Connection,
+    Deadlines,
+    Endpoint,
+    RetryPolicy,
+    ServerInfo,
+)
+
+__all__ = ["ModelClient"]
+
+_RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+_CONTEXT_ERROR = re.compile(
+    r"context.length|maximum context|context size|context window|too many tokens|"
+    r"exceed_context|prompt is too long",
+    re.IGNORECASE,
+)
+_EXCERPT = 2000
+_DEADLINE_ERRORS = {"first_byte": FirstByteTimeout, "idle": IdleTimeout, "total": TotalTimeout}
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    default = 443 if parts.scheme == "https" else 80
+    return (parts.hostname or "").lower(), parts.port or default
+
+
+class _AllowList(httpx.AsyncBaseTransport):
+    """Refuses any request to a host:port other than the endpoint's, before it is sent."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, allowed: tuple[str, int]) -> None:
+        self._inner = inner
+        self._allowed = allowed
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        if (url.host.lower(), port) != self._allowed:
+            raise HostNotAllowed(
+                f"refusing {url.host}:{port}: only {self._allowed[0]}:{self._allowed[1]} is allowed"
+            )
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+class _Wait:
+    """Backoff with jitter, or the server's Retry-After (capped at ``max_wait``)."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self._backoff = wait_exponential_jitter(
+            initial=policy.initial_wait, max=policy.max_wait, jitter=policy.initial_wait
+        )
+        self._max = policy.max_wait
+
+    def __call__(self, state: RetryCallState) -> float:
+        outcome = state.outcome
+        error = outcome.exception() if outcome is not None else None
+        if isinstance(error, HTTPStatusError) and error.retry_after is not None:
+            return min(error.retry_after, self._max)
+        return float(self._backoff(state))
+
+
+class ModelClient:
+    """Async client for one endpoint; ``async with ModelClient(endpoint) as client``."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        deadlines: Deadlines = Deadlines(),  # noqa: B008 - frozen value
+        retry: RetryPolicy = RetryPolicy(),  # noqa: B008 - frozen value
+        proxy: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        prompt_tokens: Callable[[Request], Awaitable[int]] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.deadlines = deadlines
+        self.retry = retry
+        self.url = endpoint.api_root + PATHS[endpoint.api]
+        self._allowed = _host_port(endpoint.base_url)
+        self._proxy = proxy
+        self._transport = transport
+        self._prompt_tokens = prompt_tokens
+        self._http: httpx.AsyncClient | None = None
+        self._server: ServerInfo | None = None
+        self._probed = False
+
+    async def __aenter__(self) -> ModelClient:
+        timeout = httpx.Timeout(connect=self.deadlines.connect, read=None, write=None, pool=None)
+        if self._transport is not None:
+            inner = self._transport
+        else:
+            proxy = httpx.Proxy(self._proxy) if self._proxy else None
+            inner = httpx.AsyncHTTPTransport(proxy=proxy, retries=0)
+        self._http = httpx.AsyncClient(
+            transport=_AllowList(inner, self._allowed),
+            timeout=timeout,
+            trust_env=False,  # ambient HTTP(S)_PROXY must not reroute model traffic
+            follow_redirects=False,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    @property
+    def server_info(self) -> ServerInfo | None:
+        return self._server
+
+    def _client(self) -> httpx.AsyncClient:
+        if self._http is None:
+            raise RuntimeError("ModelClient is not open: use `async with ModelClient(...)`")
+        return self._http
+
+    def _headers(self, request_id: str, *, stream: bool) -> dict[str, str]:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream" if stream else "application/json",
+            "Accept-Encoding": "identity",  # raw bytes on the wire == bytes decoded
+            "X-Request-ID": request_id,
+        }
+        key = self.endpoint.api_key
+        if self.endpoint.api == "anthropic":
+            headers["anthropic-version"] = "2023-06-01"
+            if key:
+                headers["x-api-key"] = key
+        elif key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _tracer(
+        self, observer: AttemptObserver | None
+    ) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
+        host, port = _host_port(self._proxy) if self._proxy else self._allowed
+
+        async def trace(name: str, info: dict[str, Any]) -> None:
+            if name == "connection.connect_tcp.complete" and observer is not None:
+                stream = info.get("return_value")
+                address = stream.get_extra_info("server_addr") if stream is not None else None
+                shown = f"{address[0]}:{address[1]}" if address else ""
+                observer.connection_opened(Connection(host=host, port=port, address=shown))
+
+        return trace
+
+    # ------------------------------------------------------------ probe
+
+    async def probe(self, observer: AttemptObserver | None = None) -> ServerInfo:
+        """Ask the server what it serves (``/v1/models``; llama.cpp's ``/props`` when the
+        models list has no context length)."""
+        client = self._client()
+        url = self.endpoint.api_root + "/models"
+        headers = self._headers(new_request_id(), stream=False)
+        extensions = {"trace": self._tracer(observer)}
+        try:
+            response = await client.get(url, headers=headers, extensions=extensions)
+            raw = response.content
+            if response.status_code >= 400:
+                raise self._status_error(response.status_code, raw, response.headers, None)
+            info = parse_server_info(raw, url)
+            if info.context_length is None:
+                props_url = self.endpoint.api_root.removesuffix("/v1") + "/props"
+                props = await client.get(props_url, headers=headers, extensions=extensions)
+                if props.status_code == 200:
+                    extra = parse_server_info(props.content, props_url)
+                    info = replace(info, context_length=extra.context_length)
+        except httpx.TransportError as exc:
+            raise EndpointUnreachable(
+                self._redact(f"cannot reach {url}: {exc!r}"), url=url
+            ) from None
+        self._server = info
+        self._probed = True
+        return info
+
+    # ------------------------------------------------------------ complete
+
+    async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
+        """Run ``request`` to a :class:`Completion`, retrying per policy; raises a
+        :class:`TransportError` subclass when it gives up."""
+        effective, cap = await self._capped(request, observer)
+        stop: stop_base = stop_after_attempt(self.retry.max_attempts)
+        if self.retry.give_up_after is not None:
+            stop = stop | stop_after_delay(self.retry.give_up_after)
+        retrying = AsyncRetrying(
+            stop=stop,
+            wait=_Wait(self.retry),
+            retry=retry_if_exception(lambda e: isinstance(e, TransportError) and e.retryable),
+            reraise=True,
+        )
+        recapped = False
+        async for attempt in retrying:
+            with attempt:
+                index = attempt.retry_state.attempt_number - 1
+                try:
+                    return await self._attempt(effective, cap, observer, index)
+                except ContextLengthExceeded as exc:
+                    # the server told us the prompt size: cap once more, exactly, if that fits
+                    fixed = self._recap(effective, exc) if not recapped else None
+                    if fixed is None:
+                        raise
+                    recapped = True
+                    effective, cap = fixed
+                    exc.retryable = True
+                    raise
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    async def _capped(
+        self, request: Request, observer: AttemptObserver
+    ) -> tuple[Request, int | None]:
+        if not self._probed:
+            self._probed = True
+            # no context length known means no capping; the request itself will tell
+            with contextlib.suppress(TransportError):
+                await self.probe(observer)
+        info = self._server
+        if info is None or info.context_length is None:
+            return request, None
+        if self._prompt_tokens is not None:
+            prompt = await self._prompt_tokens(request)
+        else:
+            prompt = estimate_prompt_tokens(request)
+        cap = max(1, info.context_length - prompt)
+        if request.max_tokens <= cap:
+            return request, None
+        return replace(request, max_tokens=cap), cap
+
+    def _recap(self, request: Request, exc: ContextLengthExceeded) -> tuple[Request, int] | None:
+        info = self._server
+        prompt = prompt_tokens_from_error(exc.body_excerpt)
+        if info is None or info.context_length is None or prompt is None:
+            return None
+        cap = info.context_length - prompt
+        if cap < 1 or cap >= request.max_tokens:
+            return None
+        return replace(request, max_tokens=cap), cap
+
+    def _redact(self, text: str) -> str:
+        return redact(text, self.endpoint.api_key)
+
+    def _status_error(
+        self, status: int, body: bytes, headers: httpx.Headers, request_id: str | None
+    ) -> HTTPStatusError:
+        excerpt = self._redact(body[:_EXCERPT].decode("utf-8", "replace"))
+        message = f"HTTP {status} from {self.url}: {excerpt[:300]}"
+        if status in (400, 413, 422) and _CONTEXT_ERROR.search(excerpt):
+            return ContextLengthExceeded(
+                message, status=status, body_excerpt=excerpt, request_id=request_id, url=self.url
+            )
+        return HTTPStatusError(
+            message,
+            status=status,
+            body_excerpt=excerpt,
+            retry_after=_retry_after(headers.get("retry-after")),
+            retryable=status in _RETRYABLE_STATUS,
+            request_id=request_id,
+            url=self.url,
+        )
+
+    async def _attempt(
+        self, request: Request, cap: int | None, observer: AttemptObserver, retry_index: int
+    ) -> Completion:
+        client = self._client()
+        request_id = new_request_id()
+        body = encode_request(self.endpoint.api, request)
+        start = AttemptStart(
+            call_attempt=retry_index + 1,
+            request_id=request_id,
+            url=self.url,
+            request=request,
+            body=body,
+            max_tokens_cap=cap,
+        )
+        sink = observer.attempt_started(start)
+        loop = asyncio.get_running_loop()
+        watchdog = Watchdog(self.deadlines)
+        t0 = watchdog.started
+        hasher = hashlib.sha256()
+        size = 0
+        folder = Folder()
+        decoder = StreamDecoder(self.endpoint.api)
+        status: int | None = None
+        server_id: str | None = None
+        ttfb: float | None = None
+        ttft: float | None = None
+        failure: TransportError | None = None
+        local_failure: str | None = None
+        http_request = client.build_request(
+            "POST",
+            self.url,
+            content=body,
+            headers=self._headers(request_id, stream=request.stream),
+            extensions={"trace": self._tracer(observer)},
+        )
+        try:
+            try:
+                response = await client.send(http_request, stream=True)
+                watchdog.first_byte()
+                ttfb = loop.time() - t0
+                try:
+                    status = response.status_code
+                    server_id = response.headers.get("x-request-id") or response.headers.get(
+                        "request-id"
+                    )
+                    kind = response.headers.get("content-type", "")
+                    sse = "event-stream" in kind or ("json" not in kind and request.stream)
+                    held: list[bytes] | None = None if sse and status < 400 else []
+                    async for data in response.aiter_raw():
+                        watchdog.last = loop.time()
+                        sink.write(data)
+                        hasher.update(data)
+                        size += len(data)
+                        if held is not None:
+                            held.append(data)
+                            continue
+                        events = decoder.feed(data)
+                        if events:
+                            for event in events:
+                                if ttft is None and isinstance(
+                                    event, TextDelta | ReasoningDelta | ToolCallDelta
+                                ):
+                                    ttft = loop.time() - t0
+                                folder.add(event)
+                                observer.on_event(event)
+                            if decoder.finished:
+                                break
+                finally:
+                    await response.aclose()
+                if status >= 400:
+                    raise self._status_error(
+                        status, b"".join(held or []), response.headers, request_id
+                    )
+                if held is not None:
+                    tail = decoder.body(b"".join(held))
+                    if ttft is None:
+                        ttft = loop.time() - t0
+                else:
+                    tail = decoder.close()
+                for event in tail:
+                    folder.add(event)
+                    observer.on_event(event)
+            except asyncio.CancelledError:
+                which = watchdog.claim()
+                if which is None:
+                    raise
+                limit = {
+                    "first_byte": self.deadlines.first_byte,
+                    "idle": self.deadlines.idle,
+                    "total": self.deadlines.total,
+                }[which]
+                raise _DEADLINE_ERRORS[which](
+                    f"{which.replace('_', ' ')} deadline of {limit:g} s passed ({self.url})",
+                    request_id=request_id,
+                    url=self.url,
+                ) from None
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                raise EndpointUnreachable(
+                    self._redact(f"cannot connect to {self.url}: {exc!r}"),
+                    request_id=request_id,
+                    url=self.url,
+                ) from None
+            except httpx.TransportError as exc:
+                lost = "before the response" if status is None else "mid-stream"
+                raise StreamProtocolError(
+                    self._redact(f"connection lost {lost} ({self.url}): {exc!r}"),
+                    kind="connection_lost",
+                    retryable=True,
+                    request_id=request_id,
+                    url=self.url,
+                ) from None
+            error = folder.error
+            if error is not None:
+                raise StreamProtocolError(
+                    self._redact(f"{error.kind}: {error.message} ({self.url})"),
+                    kind=error.kind,
+                    retryable=error.retryable,
+                    status=error.status,
+                    request_id=request_id,
+                    url=self.url,
+                )
+            return folder.completion()
+        except TransportError as exc:
+            failure = exc
+            raise
+        except BaseException as exc:
+            local_failure = "cancelled" if isinstance(exc, asyncio.CancelledError) else "local"
+            raise
+        finally:
+            watchdog.stop()
+            total = loop.time() - t0
+            usage = folder.usage
+            speed = None
+            if ttft is not None and usage.output_tokens and total > ttft:
+                speed = usage.output_tokens / (total - ttft)
+            finish = folder.finish.reason if folder.finish is not None else None
+            observer.attempt_ended(
+                start,
+                AttemptEnd(
+                    request_id=request_id,
+                    server_request_id=server_id or decoder.server_id,
+                    status=status,
+                    ttfb_s=ttfb,
+                    ttft_s=ttft,
+                    total_s=total,
+                    usage=usage,
+                    output_tokens_per_s=speed,
+                    finish_reason=finish,
+                    retry_index=retry_index,
+                    error_kind=failure.kind if failure is not None else local_failure,
+                    error_message=failure.message if failure is not None else None,
+                    retryable=failure.retryable if failure is not None else False,
+                    normalised_cases=tuple(sorted(decoder.cases)),
+                    response_sha256=hasher.hexdigest(),
+                    response_bytes=size,
+                ),
+            )

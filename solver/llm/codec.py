@@ -1,0 +1,190 @@
+"""One entry point over the three protocol codecs: encode a request, decode a response.
+
+:func:`encode_request` is pure and deterministic (sorted keys, compact separators, UTF-8), so
+an auditor can rebuild the exact request bytes from the recorded request parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import replace
+from typing import Any
+
+import orjson
+
+from solver.llm.anthropic import AnthropicDecoder, encode_anthropic
+from solver.llm.chat import ChatDecoder, encode_chat
+from solver.llm.events import Api, Message, Request, StreamError, StreamEvent, ToolSpec
+from solver.llm.normalize import EventBuilder
+from solver.llm.responses import ResponsesDecoder, encode_responses
+from solver.llm.sse import SSEDecoder
+
+__all__ = [
+    "PATHS",
+    "StreamDecoder",
+    "decode_body",
+    "decode_stream",
+    "encode_request",
+    "request_from_params",
+    "request_params",
+]
+
+# Path of each protocol below the endpoint's base URL (which ends in /v1 or not, see client).
+PATHS: dict[str, str] = {
+    "chat": "/chat/completions",
+    "responses": "/responses",
+    "anthropic": "/messages",
+}
+
+_Decoder = ChatDecoder | ResponsesDecoder | AnthropicDecoder
+
+
+def _body(api: Api, request: Request) -> dict[str, Any]:
+    if api == "chat":
+        body = encode_chat(request)
+    elif api == "responses":
+        body = encode_responses(request)
+    elif api == "anthropic":
+        body = encode_anthropic(request)
+    else:
+        raise ValueError(f"unknown api {api!r}")
+    for key, value in request.extra:
+        body[key] = value
+    return body
+
+
+def encode_request(api: Api, request: Request) -> bytes:
+    """The exact request body bytes for ``api``."""
+    return orjson.dumps(_body(api, request), option=orjson.OPT_SORT_KEYS)
+
+
+def request_params(request: Request) -> dict[str, Any]:
+    """Everything of ``request`` except its messages, as JSON-able values."""
+    return {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "stop": list(request.stop),
+        "seed": request.seed,
+        "reasoning": request.reasoning,
+        "tools": [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in request.tools
+        ],
+        "tool_choice": request.tool_choice,
+        "stream": request.stream,
+        "extra": [[key, value] for key, value in request.extra],
+    }
+
+
+def request_from_params(messages: tuple[Message, ...], params: dict[str, Any]) -> Request:
+    """The inverse of :func:`request_params`."""
+    return Request(
+        model=params["model"],
+        messages=messages,
+        max_tokens=params["max_tokens"],
+        temperature=params.get("temperature"),
+        top_p=params.get("top_p"),
+        stop=tuple(params.get("stop") or ()),
+        seed=params.get("seed"),
+        reasoning=params.get("reasoning"),
+        tools=tuple(
+            ToolSpec(name=t["name"], description=t["description"], parameters=t["parameters"])
+            for t in params.get("tools") or ()
+        ),
+        tool_choice=params.get("tool_choice"),
+        stream=params.get("stream", True),
+        extra=tuple((key, value) for key, value in params.get("extra") or ()),
+    )
+
+
+def with_max_tokens(request: Request, max_tokens: int) -> Request:
+    return replace(request, max_tokens=max_tokens)
+
+
+class StreamDecoder:
+    """Raw response bytes in, canonical events out, for one response of ``api``.
+
+    ``feed`` takes bytes exactly as read from the network; ``close`` is the EOF. The events of
+    a stream always end with exactly one :class:`Finish` or :class:`StreamError`.
+    """
+
+    __slots__ = ("_builder", "_decoder", "_sse", "api")
+
+    def __init__(self, api: Api) -> None:
+        self.api = api
+        self._sse = SSEDecoder()
+        self._builder = EventBuilder(think_tags=api == "chat")
+        decoder: _Decoder
+        if api == "chat":
+            decoder = ChatDecoder(self._builder)
+        elif api == "responses":
+            decoder = ResponsesDecoder(self._builder)
+        elif api == "anthropic":
+            decoder = AnthropicDecoder(self._builder)
+        else:
+            raise ValueError(f"unknown api {api!r}")
+        self._decoder = decoder
+
+    def feed(self, data: bytes) -> list[StreamEvent]:
+        decoder = self._decoder
+        for event, payload in self._sse.feed(data):
+            decoder.feed(event, payload)
+        builder = self._builder
+        if not builder.out:
+            return []
+        out, builder.out = builder.out, []
+        return out
+
+    def close(self) -> list[StreamEvent]:
+        for event, payload in self._sse.close():
+            self._decoder.feed(event, payload)
+        self._builder.end(clean=False)
+        return self._builder.drain()
+
+    def fail(self, kind: str, message: str, *, retryable: bool) -> list[StreamEvent]:
+        """End the stream with an error the transport saw (a reset, a deadline)."""
+        self._builder.error(kind, message, retryable=retryable)
+        self._builder.end(clean=False)
+        return self._builder.drain()
+
+    def body(self, data: bytes) -> list[StreamEvent]:
+        """A whole non-stream JSON body (also a JSON body sent to a stream request, E20)."""
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            return self.fail("malformed", f"malformed JSON body: {exc}", retryable=True)
+        if not isinstance(value, dict):
+            return self.fail("malformed", "the response body is not a JSON object", retryable=True)
+        self._decoder.body(value)
+        return self._builder.drain()
+
+    @property
+    def server_id(self) -> str | None:
+        return self._decoder.server_id
+
+    @property
+    def cases(self) -> frozenset[str]:
+        return frozenset(self._builder.cases)
+
+    @property
+    def finished(self) -> bool:
+        return self._builder.closed
+
+
+def decode_stream(api: Api, chunks: Iterable[bytes]) -> Iterator[StreamEvent]:
+    """Canonical events of a recorded raw SSE response, chunk boundaries anywhere."""
+    decoder = StreamDecoder(api)
+    for chunk in chunks:
+        yield from decoder.feed(chunk)
+    yield from decoder.close()
+
+
+def decode_body(api: Api, data: bytes) -> list[StreamEvent]:
+    """Canonical events of a recorded non-stream JSON response."""
+    return StreamDecoder(api).body(data)
+
+
+def is_error(event: StreamEvent) -> bool:
+    return isinstance(event, StreamError)

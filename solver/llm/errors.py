@@ -1,0 +1,128 @@
+"""The transport's exception tree. Every error says whether asking again may help.
+
+::
+
+    TransportError                       base; .retryable, .request_id, .url
+    ├── EndpointUnreachable              connect failures and resets (after retries)
+    ├── HTTPStatusError                  a non-2xx answer; .status, .body_excerpt, .retry_after
+    │   └── ContextLengthExceeded        the prompt (plus max_tokens) does not fit; never retried
+    ├── DeadlineExceeded                 a deadline of :class:`Deadlines` passed
+    │   ├── FirstByteTimeout             no byte (not even headers) within ``first_byte``
+    │   ├── IdleTimeout                  no byte for ``idle`` seconds after the first one
+    │   └── TotalTimeout                 the whole attempt exceeded ``total``
+    ├── StreamProtocolError              EOF without finish, malformed stream, error in a 200
+    │                                    stream, server abort; .kind names which
+    ├── HostNotAllowed                   a request or connection outside the allow-list
+    └── UnsupportedRequest               the request uses a feature the protocol cannot carry
+
+Messages never contain API keys: :func:`redact` is applied to every text that came from the
+network before it is put into an error.
+"""
+
+from __future__ import annotations
+
+
+class TransportError(Exception):
+    """Base of every error raised by :mod:`solver.llm`."""
+
+    retryable: bool = False
+    kind: str = "transport"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        request_id: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if retryable is not None:
+            self.retryable = retryable
+        self.request_id = request_id
+        self.url = url
+
+
+class EndpointUnreachable(TransportError):
+    retryable = True
+    kind = "connect"
+
+
+class HTTPStatusError(TransportError):
+    kind = "http_status"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int,
+        body_excerpt: str = "",
+        retry_after: float | None = None,
+        retryable: bool | None = None,
+        request_id: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable, request_id=request_id, url=url)
+        self.status = status
+        self.body_excerpt = body_excerpt
+        self.retry_after = retry_after
+
+
+class ContextLengthExceeded(HTTPStatusError):
+    retryable = False
+    kind = "context_length"
+
+
+class DeadlineExceeded(TransportError):
+    retryable = True
+    kind = "deadline"
+
+
+class FirstByteTimeout(DeadlineExceeded):
+    kind = "first_byte_timeout"
+
+
+class IdleTimeout(DeadlineExceeded):
+    kind = "idle_timeout"
+
+
+class TotalTimeout(DeadlineExceeded):
+    # the same request would hit the same total deadline again
+    retryable = False
+    kind = "total_timeout"
+
+
+class StreamProtocolError(TransportError):
+    """The stream ended badly. ``kind`` is the canonical :class:`StreamError` kind."""
+
+    kind = "stream"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str,
+        retryable: bool = False,
+        status: int | None = None,
+        request_id: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable, request_id=request_id, url=url)
+        self.kind = kind
+        self.status = status
+
+
+class HostNotAllowed(TransportError):
+    kind = "host_not_allowed"
+
+
+class UnsupportedRequest(TransportError, ValueError):
+    kind = "unsupported_request"
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` masked."""
+    if secret and secret in text:
+        return text.replace(secret, "***")
+    return text

@@ -1,0 +1,132 @@
+"""Fold canonical events into one :class:`Completion`, incrementally or all at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import orjson
+
+from solver.llm.events import (
+    Completion,
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    ReasoningSignature,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+
+__all__ = ["Folder", "clean_arguments", "fold_events"]
+
+
+def clean_arguments(arguments: str) -> str:
+    """Tool arguments as sent, except: empty becomes ``{}``, and one JSON object sent twice
+    back to back by a gateway keeps the first copy (E31)."""
+    text = arguments.strip()
+    if not text:
+        return "{}"
+    half = len(text) // 2
+    if len(text) % 2 == 0 and text[:half] == text[half:]:
+        try:
+            orjson.loads(text[:half])
+        except orjson.JSONDecodeError:
+            return arguments
+        return text[:half]
+    return arguments
+
+
+class Folder:
+    """Accumulates events; :meth:`completion` gives the result so far."""
+
+    __slots__ = (
+        "_calls",
+        "_reasoning",
+        "_signature",
+        "_text",
+        "error",
+        "finish",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._signature = ""
+        self._calls: dict[int, list[str | list[str] | None]] = {}
+        self.usage = Usage()
+        self.finish: Finish | None = None
+        self.error: StreamError | None = None
+
+    def add(self, event: StreamEvent) -> None:
+        if isinstance(event, TextDelta):
+            self._text.append(event.text)
+        elif isinstance(event, ReasoningDelta):
+            self._reasoning.append(event.text)
+        elif isinstance(event, ToolCallDelta):
+            call = self._calls.get(event.index)
+            if call is None:
+                call = self._calls[event.index] = [None, None, []]
+            if event.id and not call[0]:
+                call[0] = event.id
+            if event.name and not call[1]:
+                call[1] = event.name
+            if event.arguments:
+                parts = call[2]
+                assert isinstance(parts, list)
+                parts.append(event.arguments)
+        elif isinstance(event, Usage):
+            self.usage = event
+        elif isinstance(event, Finish):
+            self.finish = event
+        elif isinstance(event, StreamError):
+            self.error = event
+        elif isinstance(event, ReasoningSignature):
+            self._signature += event.signature
+
+    @property
+    def text(self) -> str:
+        return "".join(self._text)
+
+    def completion(self) -> Completion:
+        calls = []
+        for index in sorted(self._calls):
+            call_id, name, parts = self._calls[index]
+            assert isinstance(parts, list)
+            calls.append(
+                ToolCall(
+                    id=str(call_id or f"call_{index}"),
+                    name=str(name or ""),
+                    arguments=clean_arguments("".join(parts)),
+                )
+            )
+        reason: FinishReason
+        if self.error is not None:
+            reason = "abort" if self.error.kind == "abort" else "error"
+            raw = self.error.kind
+        elif self.finish is not None:
+            reason, raw = self.finish.reason, self.finish.raw_reason
+        else:
+            reason, raw = "error", "no_finish"
+        return Completion(
+            text="".join(self._text),
+            reasoning="".join(self._reasoning),
+            tool_calls=tuple(calls),
+            usage=self.usage,
+            finish_reason=reason,
+            raw_finish_reason=raw,
+            reasoning_signature=self._signature,
+        )
+
+
+def fold_events(events: Iterable[StreamEvent]) -> Completion:
+    """The :class:`Completion` of a whole event stream. A stream that ended in a
+    :class:`StreamError` folds to ``finish_reason`` ``error`` (or ``abort``) with the error
+    kind as ``raw_finish_reason``; one without any terminal folds to ``error``/``no_finish``."""
+    folder = Folder()
+    for event in events:
+        folder.add(event)
+    return folder.completion()

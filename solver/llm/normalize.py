@@ -1,0 +1,238 @@
+"""Turn what real servers send into correct canonical events (research §c, rules b.1-b.4).
+
+:class:`EventBuilder` holds the invariants every protocol decoder relies on:
+
+- deltas come out in native order (reasoning, text, tool) and empty ones never (E11, E13, E14);
+- the finish is sticky: the first one wins, later ones only contribute usage (E02, E03, E10);
+- usage is a report, never a terminal: the latest value is emitted once, just before the
+  terminal event (E01, E16);
+- exactly one terminal event ends every stream, last: :class:`Finish` or :class:`StreamError`;
+  an EOF without a finish is an error, never a silent success (E07); ``[DONE]`` without a finish
+  synthesises one (E08); ``abort`` is an error (E19);
+- ``stop`` after a streamed tool call means ``tool_calls``; ``tool_calls`` with no tool delta
+  is downgraded to ``stop`` when text exists and is an error otherwise (E32);
+- a ``stop`` with no text and no tool but with reasoning promotes the reasoning to text (E22);
+- inline ``<think>`` tags in text, split anywhere across chunks, become reasoning (b.1).
+
+Each quirk met is counted in :attr:`EventBuilder.cases` by its catalogue code, so a run can say
+how often the server needed normalising.
+"""
+
+from __future__ import annotations
+
+from solver.llm.events import (
+    Finish,
+    FinishReason,
+    ReasoningDelta,
+    ReasoningSignature,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+__all__ = ["EventBuilder", "map_finish_reason"]
+
+_OPEN_TAG = "<think>"
+_CLOSE_TAG = "</think>"
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "eos": "stop",
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "length": "length",
+    "max_tokens": "length",
+    "max_output_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "tool_use": "tool_calls",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "abort": "abort",
+    "cancelled": "abort",
+    "error": "error",
+}
+
+
+def map_finish_reason(raw: str) -> FinishReason:
+    """A protocol's finish/stop reason as a canonical one; unknown reasons end normally."""
+    return _FINISH_REASONS.get(raw, "stop")
+
+
+def _partial_tag_suffix(text: str, tag: str) -> int:
+    """Length of the longest suffix of ``text`` that is a proper prefix of ``tag``."""
+    for size in range(min(len(tag) - 1, len(text)), 0, -1):
+        if text.endswith(tag[:size]):
+            return size
+    return 0
+
+
+class EventBuilder:
+    """Collects canonical events for one stream; decoders call it, callers drain ``out``."""
+
+    def __init__(self, *, think_tags: bool = False) -> None:
+        self.out: list[StreamEvent] = []
+        self.cases: set[str] = set()
+        self.closed = False
+        self._think_tags = think_tags
+        self._in_think = False
+        self._tag_hold = ""
+        self._finish: Finish | None = None
+        self._error: StreamError | None = None
+        self._usage: Usage | None = None
+        self._saw_text = False
+        self._saw_tool = False
+        self._reasoning_held: list[str] | None = []
+
+    # ------------------------------------------------------------ deltas
+
+    def reasoning(self, text: str) -> None:
+        if self._finish is not None or self.closed:
+            self.cases.add("E10_after_finish")
+            return
+        if self._reasoning_held is not None:
+            self._reasoning_held.append(text)
+        self.out.append(ReasoningDelta(text))
+
+    def signature(self, signature: str) -> None:
+        if not self.closed and signature:
+            self.out.append(ReasoningSignature(signature))
+
+    def text(self, text: str) -> None:
+        if self._finish is not None or self.closed:
+            self.cases.add("E10_after_finish")
+            return
+        if self._think_tags and (self._tag_hold or "<" in text):
+            self._split_think_tags(self._tag_hold + text)
+            return
+        if self._in_think:
+            self.reasoning(text)
+            return
+        self._saw_text = True
+        self._reasoning_held = None
+        self.out.append(TextDelta(text))
+
+    def _split_think_tags(self, text: str) -> None:
+        self._tag_hold = ""
+        while text:
+            inside = self._in_think
+            tag = _CLOSE_TAG if inside else _OPEN_TAG
+            at = text.find(tag)
+            if at >= 0:
+                head, text = text[:at], text[at + len(tag) :]
+                self._in_think = not inside
+                self.cases.add("think_tags")
+            else:
+                keep = _partial_tag_suffix(text, tag)
+                head, self._tag_hold, text = text[: len(text) - keep], text[len(text) - keep :], ""
+            if head:
+                self._emit_plain(head, reasoning=inside)
+
+    def _emit_plain(self, text: str, *, reasoning: bool) -> None:
+        if reasoning:
+            self.reasoning(text)
+        else:
+            self._saw_text = True
+            self._reasoning_held = None
+            self.out.append(TextDelta(text))
+
+    def tool(self, index: int, id: str | None, name: str | None, arguments: str) -> None:
+        if self._finish is not None or self.closed:
+            self.cases.add("E10_after_finish")
+            return
+        self._flush_tag_hold()
+        self._saw_tool = True
+        self._reasoning_held = None
+        self.out.append(ToolCallDelta(index=index, id=id, name=name, arguments=arguments))
+
+    def usage(self, usage: Usage) -> None:
+        if not self.closed:
+            self._usage = usage
+
+    # ------------------------------------------------------------ terminals
+
+    def finish(self, raw: str) -> None:
+        """A finish reason arrived; held until :meth:`end` so the usage tail can follow."""
+        if self.closed:
+            return
+        if self._finish is not None:
+            self.cases.add("E03_duplicate_finish")
+            return
+        self._flush_tag_hold()
+        self._finish = Finish(map_finish_reason(raw), raw)
+
+    def error(self, kind: str, message: str, *, retryable: bool, status: int | None = None) -> None:
+        """An error inside the stream: the stream's terminal, whatever comes after it."""
+        if self.closed or self._error is not None:
+            return
+        self._error = StreamError(kind=kind, message=message, retryable=retryable, status=status)
+
+    def end(self, *, clean: bool) -> None:
+        """The stream is over. ``clean`` is true for a protocol terminal (``[DONE]``,
+        ``message_stop``, ``response.completed``) and false for a bare EOF."""
+        if self.closed:
+            return
+        self.closed = True
+        self._flush_tag_hold()
+        if self._usage is not None:
+            self.out.append(self._usage)
+        if self._error is not None:
+            self.out.append(self._error)
+            return
+        finish = self._finish
+        if finish is None:
+            if not clean:
+                self.cases.add("E07_eof_without_finish")
+                self.out.append(
+                    StreamError(
+                        kind="eof_without_finish",
+                        message="the stream ended before a finish reason",
+                        retryable=True,
+                    )
+                )
+                return
+            self.cases.add("E08_done_without_finish")
+            finish = Finish("tool_calls" if self._saw_tool else "stop", "")
+        elif not clean:
+            self.cases.add("E06_eof_after_finish")
+        self.out.extend(self._final(finish))
+
+    def _final(self, finish: Finish) -> list[StreamEvent]:
+        reason = finish.reason
+        if reason == "abort":
+            self.cases.add("E19_abort")
+            message = "the server aborted the request (finish_reason abort)"
+            return [StreamError(kind="abort", message=message, retryable=True)]
+        if reason == "stop" and self._saw_tool:
+            self.cases.add("b3_stop_with_tool")
+            return [Finish("tool_calls", finish.raw_reason)]
+        if reason == "tool_calls" and not self._saw_tool:
+            self.cases.add("E32_tool_call_lost")
+            if self._saw_text:
+                return [Finish("stop", finish.raw_reason)]
+            message = "finish_reason tool_calls but no tool call was streamed (parser dropped it)"
+            return [StreamError(kind="tool_call_lost", message=message, retryable=True)]
+        held = self._reasoning_held
+        if reason == "stop" and not self._saw_text and held:
+            self.cases.add("E22_reasoning_promoted")
+            joined = "".join(held)
+            if "<tool_call>" in joined:
+                self.cases.add("E24_parser_leak")
+            return [TextDelta(joined), finish]
+        return [finish]
+
+    def _flush_tag_hold(self) -> None:
+        if self._tag_hold:
+            hold, self._tag_hold = self._tag_hold, ""
+            self._emit_plain(hold, reasoning=self._in_think)
+
+    @property
+    def finished(self) -> bool:
+        return self._finish is not None or self._error is not None
+
+    def drain(self) -> list[StreamEvent]:
+        out, self.out = self.out, []
+        return out

@@ -1,0 +1,104 @@
+"""Incremental Server-Sent Events framing over raw bytes (research E42-E44).
+
+Bytes are split into events before any decoding, so a UTF-8 character split across network
+reads is never decoded in halves. Lines end at ``\\r\\n``, ``\\n`` or ``\\r`` only (never at
+U+2028 and friends, E43); one optional space after the colon is stripped; several ``data:``
+lines join with ``\\n``; comment lines (``: keep-alive``) are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+__all__ = ["SSEDecoder", "loads_payload"]
+
+SSEEvent = tuple[str | None, bytes]
+
+
+class SSEDecoder:
+    """Feed raw bytes, get complete ``(event name or None, data bytes)`` pairs."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, data: bytes) -> list[SSEEvent]:
+        buffer = self._buffer + data if self._buffer else data
+        if b"\r" in buffer:
+            # a trailing "\r" may be the first half of "\r\n": keep it for the next read
+            held = b"\r" if buffer.endswith(b"\r") else b""
+            body = buffer[:-1] if held else buffer
+            buffer = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + held
+        end = buffer.rfind(b"\n\n")
+        if end < 0:
+            self._buffer = buffer
+            return []
+        self._buffer = buffer[end + 2 :]
+        out: list[SSEEvent] = []
+        for block in buffer[:end].split(b"\n\n"):
+            # the fast path: one "data: ..." line, which is nearly every chunk of every server
+            if block.startswith(b"data: ") and b"\n" not in block:
+                out.append((None, block[6:]))
+            elif block:
+                event = _parse_block(block)
+                if event is not None:
+                    out.append(event)
+        return out
+
+    def close(self) -> list[SSEEvent]:
+        """At EOF: an unterminated last event is still delivered (lenient, some servers end
+        with ``data: [DONE]\\n``)."""
+        rest, self._buffer = self._buffer.replace(b"\r", b"\n").strip(b"\n"), b""
+        if not rest:
+            return []
+        return [e for b in rest.split(b"\n\n") if (e := _parse_block(b)) is not None]
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back waiting for the end of an event."""
+        return len(self._buffer)
+
+
+def _parse_block(block: bytes) -> SSEEvent | None:
+    event: str | None = None
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line or line[0] == 0x3A:  # empty, or a ":" comment
+            continue
+        name, _, value = line.partition(b":")
+        if value[:1] == b" ":
+            value = value[1:]
+        if name == b"data":
+            data.append(value)
+        elif name == b"event":
+            event = value.decode("utf-8", "replace")
+    if not data:
+        return None
+    return event, b"\n".join(data)
+
+
+def loads_payload(data: bytes) -> list[Any]:
+    """The JSON values in one ``data`` field: normally one, several when a server concatenated
+    objects without a blank line (E44). Raises ``ValueError`` on anything else."""
+    try:
+        return [orjson.loads(data)]
+    except orjson.JSONDecodeError:
+        pass
+    text = data.decode("utf-8")
+    decoder = json.JSONDecoder()
+    values: list[Any] = []
+    position = 0
+    while position < len(text):
+        while position < len(text) and text[position] in " \t\r\n":
+            position += 1
+        if position == len(text):
+            break
+        value, position = decoder.raw_decode(text, position)
+        values.append(value)
+    if not values:
+        raise ValueError("empty data field")
+    return values

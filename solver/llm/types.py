@@ -1,0 +1,141 @@
+"""Values the client takes and reports: endpoint, deadlines, retry policy, attempt records."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from solver.llm.events import Api, FinishReason, Request, StreamEvent, Usage
+
+__all__ = [
+    "AttemptEnd",
+    "AttemptObserver",
+    "AttemptStart",
+    "Connection",
+    "Deadlines",
+    "Endpoint",
+    "ResponseSink",
+    "RetryPolicy",
+    "ServerInfo",
+]
+
+_VERSIONED = re.compile(r"/v\d+$")
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where the model is served. ``base_url`` may end in a version segment (``/v1``,
+    ``/api/paas/v4``); without one, ``/v1`` is added. The key never shows in ``repr``."""
+
+    base_url: str
+    api: Api
+    model: str
+    api_key: str | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        key = "***" if self.api_key else None
+        return (
+            f"Endpoint(base_url={self.base_url!r}, api={self.api!r}, model={self.model!r}, "
+            f"api_key={key!r})"
+        )
+
+    @property
+    def api_root(self) -> str:
+        """The base URL with its version segment, no trailing slash."""
+        root = self.base_url.rstrip("/")
+        return root if _VERSIONED.search(root) else root + "/v1"
+
+
+@dataclass(frozen=True, slots=True)
+class Deadlines:
+    """Seconds. ``first_byte`` covers everything until the first response byte, headers
+    included: SGLang sends nothing until the first token, so it must outlast the prefill of
+    the longest prompt. ``idle`` is the longest silence after that; ``total`` bounds one
+    attempt."""
+
+    connect: float = 10.0
+    first_byte: float = 1800.0
+    idle: float = 600.0
+    total: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with jitter between ``initial_wait`` and ``max_wait`` seconds;
+    ``Retry-After`` is honoured up to ``max_wait``. ``give_up_after`` bounds the whole call."""
+
+    max_attempts: int = 6
+    initial_wait: float = 1.0
+    max_wait: float = 120.0
+    give_up_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    models: tuple[str, ...]
+    context_length: int | None
+    raw: bytes
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptStart:
+    """One attempt, before any byte of it leaves. ``request`` is the effective request (after
+    capping ``max_tokens``); ``body`` is exactly the bytes sent."""
+
+    call_attempt: int
+    request_id: str
+    url: str
+    request: Request
+    body: bytes
+    max_tokens_cap: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    host: str
+    port: int
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptEnd:
+    """How one attempt went. Times are seconds from the attempt's start; ``usage`` follows
+    the canonical semantics of :class:`Usage` whatever the protocol."""
+
+    request_id: str
+    server_request_id: str | None
+    status: int | None
+    ttfb_s: float | None
+    ttft_s: float | None
+    total_s: float
+    usage: Usage
+    output_tokens_per_s: float | None
+    finish_reason: FinishReason | None
+    retry_index: int
+    error_kind: str | None
+    error_message: str | None
+    retryable: bool
+    normalised_cases: tuple[str, ...]
+    response_sha256: str = ""
+    response_bytes: int = 0
+
+
+class ResponseSink(Protocol):
+    def write(self, data: bytes, /) -> object: ...
+
+
+class AttemptObserver(Protocol):
+    def attempt_started(self, start: AttemptStart) -> ResponseSink:
+        """Called before the request leaves (journal it here, write-ahead); returns where the
+        raw response bytes go as they arrive."""
+        ...
+
+    def attempt_ended(self, start: AttemptStart, end: AttemptEnd) -> None: ...
+
+    def connection_opened(self, conn: Connection) -> None: ...
+
+    def on_event(self, event: StreamEvent) -> None:
+        """Each canonical event as decoded (live progress); keep it cheap."""
+        ...
