@@ -42,6 +42,12 @@ class Acceptance(_Section):
     verifications: int = Field(default=5, ge=1, description="K: passing verifications needed")
     accepted_needed: int = Field(default=2, ge=1, description="A: accepted lineages to stop")
     max_failed_rounds: int = Field(default=10, ge=1, description="rounds before abandoning")
+    abandon_on_recurring: bool = Field(
+        default=True, description="abandon a lineage when a confirmed finding recurs"
+    )
+    max_lineages: int | None = Field(
+        default=None, ge=1, description="lineages started in all (default 3 x candidates)"
+    )
 
 
 class Budget(_Section):
@@ -65,6 +71,11 @@ class Retry(_Section):
     )
 
 
+class Grading(_Section):
+    evaluation_graders: int = Field(default=1, ge=1, le=15, description="independent graders")
+    reconcile_spread: int = Field(default=2, ge=0, le=7, description="spread that reconciles")
+
+
 class Settings(_Section):
     endpoint: str | None = None
     api: ApiName = "chat"
@@ -75,6 +86,7 @@ class Settings(_Section):
     concurrency: int = Field(default=8, ge=1, le=1024)
     acceptance: Acceptance = Field(default_factory=Acceptance)
     budget: Budget = Field(default_factory=Budget)
+    grading: Grading = Field(default_factory=Grading)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     retry: Retry = Field(default_factory=Retry)
     runs_dir: Path = Path("runs")
@@ -131,7 +143,14 @@ def _known_keys() -> set[str]:
     for name in ROLE_NAMES:
         for field in RoleSettings.model_fields:
             keys.add(f"roles.{name}.{field}")
-    for section, model in (("budget", Budget), ("timeouts", Timeouts), ("retry", Retry)):
+    sections = (
+        ("budget", Budget),
+        ("timeouts", Timeouts),
+        ("retry", Retry),
+        ("acceptance", Acceptance),
+        ("grading", Grading),
+    )
+    for section, model in sections:
         for field in model.model_fields:
             keys.add(f"{section}.{field}")
     return keys
@@ -172,7 +191,7 @@ def _env_layer(env: Mapping[str, str], api_hint: str | None) -> dict[str, tuple[
             layer[key] = (env[name], f"env:{name}")
     api = layer["api"][0] if "api" in layer else api_hint
     # The providers' own variables apply only to their protocol and never override ours.
-    vendor = ("ANTHROPIC" if api == "anthropic" else "OPENAI")
+    vendor = "ANTHROPIC" if api == "anthropic" else "OPENAI"
     if "endpoint" not in layer and env.get(f"{vendor}_BASE_URL"):
         layer["endpoint"] = (env[f"{vendor}_BASE_URL"], f"env:{vendor}_BASE_URL")
     if "api_key" not in layer and env.get(f"{vendor}_API_KEY"):

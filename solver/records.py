@@ -46,7 +46,9 @@ class SessionStarted(_Rec):
 class SessionEnded(_Rec):
     type: Literal["session.ended"] = "session.ended"
     session: int
-    reason: Literal["finished", "interrupted", "endpoint_unavailable", "error", "storage_full"]
+    reason: Literal[
+        "finished", "interrupted", "endpoint_unavailable", "error", "storage_full", "crashed"
+    ]
     detail: str = ""
     wall_s: float
 
@@ -189,9 +191,7 @@ class ArtifactPut(_Rec):
 
 class Decision(_Rec):
     type: Literal["decision"] = "decision"
-    kind: Literal[
-        "accepted", "round_failed", "abandoned", "phase", "budget_exhausted", "selected"
-    ]
+    kind: Literal["accepted", "round_failed", "abandoned", "phase", "budget_exhausted", "selected"]
     lineage: str | None = None
     version: int | None = None
     phase: str | None = None

@@ -1,0 +1,84 @@
+"""Who ran a run: code identity, host, run ids. Recorded in the manifest and each session."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from solver import __version__
+
+_DEPENDENCIES = (
+    "httpx",
+    "pydantic",
+    "jinja2",
+    "tenacity",
+    "sympy",
+    "openai",
+    "anthropic",
+    "cryptography",
+    "click",
+    "rich",
+)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def utc_stamp(when: datetime | None = None) -> str:
+    return (when or utc_now()).strftime("%Y%m%dT%H%M%SZ")
+
+
+def new_run_id() -> str:
+    """A time-ordered id (UUIDv7 layout: 48 bits of Unix milliseconds, then random bits)."""
+    millis = int(utc_now().timestamp() * 1000)
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (millis & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76  # version 7
+    value |= ((rand >> 68) & 0xFFF) << 64
+    value |= 0b10 << 62  # RFC 4122 variant
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def code_identity() -> dict[str, Any]:
+    source = Path(__file__).resolve().parent.parent
+    commit = _git(["rev-parse", "HEAD"], source)
+    identity: dict[str, Any] = {
+        "package": "olympiad-solver",
+        "version": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "dependencies": {},
+    }
+    if commit:
+        status = _git(["status", "--porcelain", "--untracked-files=no"], source)
+        identity["git"] = {"commit": commit, "dirty": bool(status)}
+    for name in _DEPENDENCIES:
+        try:
+            identity["dependencies"][name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return identity
+
+
+def host_name() -> str:
+    return socket.gethostname()

@@ -1,0 +1,262 @@
+"""What each call is given, and what its output means to the loop.
+
+``build`` assembles a role's declared Inputs from artifacts already in the journal and nothing
+else: the orchestrator writes no text of its own into a prompt. Derived inputs (the reviser's
+confirmed findings, the selector's anonymised proofs) are canonical JSON or plain selections of
+recorded model output, stored as artifacts of their own so the audit can check them.
+``interpret`` turns a completion into the parsed output, the facts the policy needs and the
+artifacts other roles may later see.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+import roles
+from roles import grader, reviewer, reviser, selector, verifier
+from solver.llm import Completion
+from solver.loop.policy import selection_pool
+from solver.loop.state import CallState, RunState, confirmed_findings
+from solver.problems import Problem
+from solver.records import ArtifactPut, BlobLink, InputLink
+from solver.store import RunStore
+
+
+def canonical(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class BuiltContext:
+    inputs: BaseModel
+    inputs_json: bytes
+    messages: tuple[tuple[str, str], ...]
+    messages_json: bytes
+    templates: dict[str, str]
+    links: dict[str, list[InputLink]]
+    new_artifacts: list[ArtifactPut] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Interpreted:
+    output_json: bytes
+    parsed_ok: bool
+    truncated: bool
+    facts: dict[str, Any]
+    artifacts: list[ArtifactPut]
+
+
+class ContextBuilder:
+    def __init__(self, store: RunStore, state: RunState, problem: Problem, *, seed: int) -> None:
+        self.store = store
+        self.state = state
+        self.problem = problem
+        self.seed = seed
+        self._texts: dict[str, str] = {}
+
+    # ------------------------------------------------------------ reading artifacts
+
+    def text(self, artifact: str) -> str:
+        if artifact not in self._texts:
+            info = self.state.artifacts[artifact]
+            self._texts[artifact] = self.store.read_blob(info.blob).decode("utf-8")
+        return self._texts[artifact]
+
+    def _link(self, kind: str, artifact: str) -> InputLink:
+        return InputLink(kind=kind, artifact=artifact, blob=self.state.artifacts[artifact].blob)
+
+    def _proof_artifact(self, lineage: str | None, version: int | None) -> str:
+        assert lineage is not None and version is not None
+        found = self.state.lineages[lineage].versions[version].proof_artifact
+        assert found is not None, f"{lineage}.v{version} has no proof"
+        return found
+
+    def _new_artifact(
+        self, artifact: str, kind: str, data: bytes, producer: str, call: CallState
+    ) -> ArtifactPut:
+        ref = self.store.put_blob(data)
+        self._texts[artifact] = data.decode("utf-8")
+        return ArtifactPut(
+            artifact=artifact,
+            kind=kind,
+            blob=BlobLink(blob=ref.digest, bytes=ref.size),
+            producer=producer,
+            lineage=call.lineage,
+            version=call.version,
+        )
+
+    # ------------------------------------------------------------ building contexts
+
+    def build(self, call: CallState) -> BuiltContext:
+        links = {"problem_statement": [self._link("problem_statement", "problem")]}
+        fields: dict[str, Any] = {"problem_statement": self.text("problem")}
+        new: list[ArtifactPut] = []
+        role = call.role
+        if role in (
+            "verifier",
+            "reviewer",
+            "reviser",
+            "grader",
+            "grader:evaluation",
+            "grader:reconcile",
+        ):
+            version = int(call.target) if role == "reviser" and call.target else call.version
+            proof = self._proof_artifact(call.lineage, version)
+            fields["proof_text"] = self.text(proof)
+            links["proof_text"] = [self._link("proof_text", proof)]
+        if role == "reviewer":
+            report = f"{call.target}.report"
+            fields["verification_report"] = self.text(report)
+            links["verification_report"] = [self._link("verification_report", report)]
+        elif role == "reviser":
+            new.append(self._confirmed_findings_artifact(call))
+        if role in ("grader:evaluation", "grader:reconcile"):
+            for kind in ("reference_solution", "grading_guidelines"):
+                if kind in self.state.artifacts:
+                    fields[kind] = self.text(kind)
+                    links[kind] = [self._link(kind, kind)]
+        if role == "grader:reconcile":
+            judgments = sorted(
+                a for a, info in self.state.artifacts.items() if info.kind == "grader_judgments"
+            )
+            fields["grader_judgments"] = tuple(self.text(a) for a in judgments)
+            links["grader_judgments"] = [self._link("grader_judgments", a) for a in judgments]
+        elif role == "selector":
+            new.append(self._anonymised_proofs_artifact(call))
+        for artifact in new:
+            if artifact.kind == "confirmed_findings":
+                fields["confirmed_findings"] = self._texts[artifact.artifact]
+            else:
+                fields["anonymised_proofs"] = tuple(json.loads(self._texts[artifact.artifact]))
+            links[artifact.kind] = [
+                InputLink(kind=artifact.kind, artifact=artifact.artifact, blob=artifact.blob.blob)
+            ]
+        spec = roles.get_role(role)
+        inputs = spec.inputs_model.model_validate(fields)
+        messages = roles.render(role, call.variant, inputs)
+        templates = roles.template_digests()
+        return BuiltContext(
+            inputs=inputs,
+            inputs_json=canonical(inputs.model_dump(mode="json")),
+            messages=messages,
+            messages_json=canonical([list(m) for m in messages]),
+            templates={name: templates[name] for name in roles.templates_for(role, call.variant)},
+            links=links,
+            new_artifacts=new,
+        )
+
+    def _confirmed_findings_artifact(self, call: CallState) -> ArtifactPut:
+        assert call.lineage is not None and call.target is not None
+        parent = int(call.target)
+        findings = [
+            {k: f[k] for k in ("id", "location", "severity", "explanation")}
+            for f in confirmed_findings(self.state, call.lineage, parent)
+        ]
+        data = json.dumps(findings, indent=2, ensure_ascii=False, sort_keys=True).encode()
+        reviews = sorted(
+            c.call_id
+            for c in self.state.calls.values()
+            if c.role == "reviewer" and c.lineage == call.lineage and c.version == parent
+        )
+        return self._new_artifact(
+            f"{call.call_id}.findings", "confirmed_findings", data, ",".join(reviews), call
+        )
+
+    def selector_order(self) -> list[tuple[str, int]]:
+        pool = [(v.lineage, v.version) for v in selection_pool(self.state)]
+        rng = random.Random(f"{self.seed}:{self.problem.digest}")
+        rng.shuffle(pool)
+        return pool
+
+    def _anonymised_proofs_artifact(self, call: CallState) -> ArtifactPut:
+        texts = [self.text(self._proof_artifact(ln, v)) for ln, v in self.selector_order()]
+        data = json.dumps(texts, indent=2, ensure_ascii=False).encode()
+        producers = ",".join(self._proof_artifact(ln, v) for ln, v in self.selector_order())
+        return self._new_artifact(
+            f"{call.call_id}.proofs", "anonymised_proofs", data, producers, call
+        )
+
+    # ------------------------------------------------------------ interpreting outputs
+
+    def interpret(self, call: CallState, completion: Completion) -> Interpreted:
+        spec = roles.get_role(call.role)
+        truncated = completion.finish_reason == "length"
+        if truncated or completion.finish_reason not in ("stop", "tool_calls"):
+            output = spec.conservative
+            return Interpreted(
+                output_json=canonical(output.model_dump(mode="json")),
+                parsed_ok=False,
+                truncated=truncated,
+                facts={"not_used": f"finish reason {completion.finish_reason}"},
+                artifacts=[],
+            )
+        output = spec.parse(completion.text)
+        facts, artifacts = self._facts(call, output, completion)
+        parsed_ok = output.parsed and facts.pop("_usable", True)
+        return Interpreted(
+            output_json=canonical(output.model_dump(mode="json")),
+            parsed_ok=bool(parsed_ok),
+            truncated=False,
+            facts=facts,
+            artifacts=artifacts,
+        )
+
+    def _facts(
+        self, call: CallState, output: roles.RoleOutput, completion: Completion
+    ) -> tuple[dict[str, Any], list[ArtifactPut]]:
+        if isinstance(output, reviser.Output) or call.role == "generator":
+            proof = roles.extract_proof(completion.text)
+            if not proof.proof.strip():
+                return {"has_proof": False}, []
+            artifact = self._new_artifact(
+                f"{call.lineage}.v{call.version}.proof",
+                "proof_text",
+                proof.proof.encode(),
+                call.call_id,
+                call,
+            )
+            return {"has_proof": True, "final_answer": proof.final_answer}, [artifact]
+        if isinstance(output, verifier.Output):
+            report = roles.strip_thinking(completion.text).strip() or "(empty report)"
+            artifact = self._new_artifact(
+                f"{call.call_id}.report", "verification_report", report.encode(), call.call_id, call
+            )
+            findings = [f.model_dump(mode="json") for f in output.findings]
+            return {"verdict": output.verdict, "findings": findings}, [artifact]
+        if isinstance(output, reviewer.Output):
+            target = self.state.calls[call.target or ""]
+            confirmed: list[str] = []
+            rejected: list[str] = []
+            severity: dict[str, str] = {}
+            for finding in target.facts.get("findings", []):
+                review = output.decision_for(finding["id"], finding["severity"])
+                if review.decision == "confirmed":
+                    confirmed.append(finding["id"])
+                    severity[finding["id"]] = review.severity or finding["severity"]
+                else:
+                    rejected.append(finding["id"])
+            return {"confirmed": confirmed, "rejected": rejected, "severity": severity}, []
+        if isinstance(output, grader.Output):
+            if call.phase == "evaluate" and call.role != "grader:reconcile":
+                judgment = roles.strip_thinking(completion.text).strip() or "(empty judgment)"
+                artifact = self._new_artifact(
+                    f"{call.call_id}.judgment",
+                    "grader_judgments",
+                    judgment.encode(),
+                    call.call_id,
+                    call,
+                )
+                return {"score": output.score}, [artifact]
+            return {"score": output.score}, []
+        if isinstance(output, selector.Output):
+            order = self.selector_order()
+            index = output.index_within(len(order))
+            if index is None:
+                return {"shown": [list(p) for p in order], "_usable": False}, []
+            return {"shown": [list(p) for p in order], "choice": list(order[index])}, []
+        return {}, []

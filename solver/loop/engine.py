@@ -1,0 +1,360 @@
+"""The engine: runs the calls the policy decides, records each step, feeds results back.
+
+The only place where the loop touches the transport and the run store. Every record goes
+through :class:`Recorder`, which appends it durably and then folds it into the state, so the
+in-memory state is always exactly fold(journal).
+
+Write-ahead order of one call: ``call.planned`` -> ``context.built`` -> per attempt
+``llm.started`` (request bytes durable before the request leaves) -> ``llm.completed`` /
+``llm.failed`` (raw response bytes durable before use) -> ``call.completed`` (parsed output,
+facts) -> ``artifact.put`` of what the call produced.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from solver.llm import (
+    AttemptEnd,
+    AttemptStart,
+    Completion,
+    Connection,
+    Message,
+    ModelClient,
+    ReasoningDelta,
+    Request,
+    StreamEvent,
+    TextDelta,
+    request_params,
+)
+from solver.llm.errors import TransportError
+from solver.loop.contexts import ContextBuilder
+from solver.loop.policy import Finish, PolicyConfig, decide
+from solver.loop.state import CallState, RunState
+from solver.records import (
+    BlobLink,
+    CallCancelled,
+    CallCompleted,
+    CallFailed,
+    ContextBuilt,
+    Decision,
+    LlmAbandoned,
+    LlmCompleted,
+    LlmFailed,
+    LlmStarted,
+    NetConnect,
+    _Rec,
+)
+from solver.store import BlobWriter, RunStore
+
+
+class Progress(Protocol):
+    def call_started(self, call: CallState) -> None: ...
+    def call_finished(self, call: CallState) -> None: ...
+    def streamed(self, call_id: str, chars: int) -> None: ...
+    def decided(self, decision: Decision) -> None: ...
+
+
+class Recorder:
+    """Appends records durably, then folds them into the state."""
+
+    def __init__(self, store: RunStore, state: RunState) -> None:
+        self.store = store
+        self.state = state
+
+    def append(self, record: _Rec) -> None:
+        written = self.store.append(str(record.model_dump()["type"]), record.data())
+        self.state.apply(record, written.t)  # type: ignore[arg-type]
+
+    def blob(self, data: bytes) -> BlobLink:
+        ref = self.store.put_blob(data)
+        return BlobLink(blob=ref.digest, bytes=ref.size)
+
+
+@dataclass
+class _OpenAttempt:
+    attempt: int
+    sink: BlobWriter
+
+
+@dataclass
+class CallObserver:
+    """Journals each attempt of one call as the transport makes it."""
+
+    recorder: Recorder
+    call_id: str
+    api: str
+    progress: Progress
+    open: dict[str, _OpenAttempt] = field(default_factory=dict)
+
+    def attempt_started(self, start: AttemptStart) -> BlobWriter:
+        call = self.recorder.state.calls[self.call_id]
+        attempt = call.attempts + 1
+        request = self.recorder.blob(start.body)
+        self.recorder.append(
+            LlmStarted(
+                call_id=self.call_id,
+                attempt=attempt,
+                request_id=start.request_id,
+                url=start.url,
+                api=self.api,
+                params=request_params(start.request),
+                request=request,
+                max_tokens_cap=start.max_tokens_cap,
+            )
+        )
+        sink = self.recorder.store.blob_writer()
+        self.open[start.request_id] = _OpenAttempt(attempt, sink)
+        return sink
+
+    def attempt_ended(self, start: AttemptStart, end: AttemptEnd) -> None:
+        opened = self.open.pop(start.request_id)
+        ref = opened.sink.commit()
+        response = BlobLink(blob=ref.digest, bytes=ref.size)
+        usage = {
+            "input_tokens": end.usage.input_tokens,
+            "cached_tokens": end.usage.cached_tokens,
+            "output_tokens": end.usage.output_tokens,
+            "reasoning_tokens": end.usage.reasoning_tokens,
+        }
+        telemetry = _telemetry(end)
+        if end.error_kind is None:
+            self.recorder.append(
+                LlmCompleted(
+                    call_id=self.call_id,
+                    attempt=opened.attempt,
+                    response=response,
+                    status=end.status,
+                    finish_reason=end.finish_reason,
+                    usage=usage,
+                    telemetry=telemetry,
+                )
+            )
+        else:
+            self.recorder.append(
+                LlmFailed(
+                    call_id=self.call_id,
+                    attempt=opened.attempt,
+                    response=response,
+                    error_kind=end.error_kind,
+                    message=end.error_message or "",
+                    retryable=end.retryable,
+                    usage=usage,
+                    telemetry=telemetry,
+                )
+            )
+
+    def connection_opened(self, conn: Connection) -> None:
+        self.recorder.append(
+            NetConnect(call_id=self.call_id, host=conn.host, port=conn.port, address=conn.address)
+        )
+
+    def on_event(self, event: StreamEvent) -> None:
+        if isinstance(event, TextDelta | ReasoningDelta):
+            self.progress.streamed(self.call_id, len(event.text))
+
+    def abort_open(self) -> None:
+        for opened in self.open.values():
+            opened.sink.abort()
+        self.open.clear()
+
+
+def _telemetry(end: AttemptEnd) -> dict[str, Any]:
+    return {
+        "request_id": end.request_id,
+        "server_request_id": end.server_request_id,
+        "ttfb_s": end.ttfb_s,
+        "ttft_s": end.ttft_s,
+        "total_s": end.total_s,
+        "output_tokens_per_s": end.output_tokens_per_s,
+        "retry_index": end.retry_index,
+        "normalised_cases": list(end.normalised_cases),
+    }
+
+
+class Engine:
+    def __init__(
+        self,
+        *,
+        recorder: Recorder,
+        client: ModelClient,
+        contexts: ContextBuilder,
+        policy: PolicyConfig,
+        model: str,
+        api: str,
+        sampling: Callable[[str], dict[str, Any]],
+        concurrency: int,
+        progress: Progress,
+        elapsed: Callable[[], float],
+    ) -> None:
+        self.recorder = recorder
+        self.state = recorder.state
+        self.client = client
+        self.contexts = contexts
+        self.policy = policy
+        self.model = model
+        self.api = api
+        self.sampling = sampling
+        self.concurrency = concurrency
+        self.progress = progress
+        self.elapsed = elapsed
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    async def run(self) -> Finish:
+        """Drive the run to its finish. Cancelling this coroutine cancels every call in
+        flight; their open attempts are marked abandoned by the next session."""
+        try:
+            self._reissue_unfinished()
+            while True:
+                step = decide(self.state, self.policy, self.elapsed())
+                if step.decisions:
+                    for decision in step.decisions:
+                        self.recorder.append(decision)
+                        self.progress.decided(decision)
+                    continue
+                if step.cancel:
+                    await self._cancel(step.cancel, "the solve phase ended")
+                    continue
+                if step.finish is not None:
+                    return step.finish
+                free = self.concurrency - len(self.tasks)
+                for planned in step.calls[: max(free, 0)]:
+                    if planned.call_id not in self.state.calls:
+                        self.recorder.append(planned)
+                    self._start(planned.call_id)
+                if not self.tasks:
+                    raise RuntimeError("the policy decided nothing while no call was in flight")
+                await self._wait_one()
+        finally:
+            for task in self.tasks.values():
+                task.cancel()
+            if self.tasks:
+                await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+            self.tasks.clear()
+
+    async def _wait_one(self) -> None:
+        timeout = None
+        if self.policy.wall_clock_s is not None:
+            timeout = max(self.policy.wall_clock_s - self.elapsed(), 0.0) + 0.05
+        done, _ = await asyncio.wait(
+            self.tasks.values(), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in done:
+            call_id = next(k for k, v in self.tasks.items() if v is task)
+            del self.tasks[call_id]
+            task.result()  # a bug in the engine surfaces here, never silently
+
+    def _reissue_unfinished(self) -> None:
+        for call in list(self.state.calls.values()):
+            if call.status != "planned":
+                continue
+            if call.open_attempt is not None:
+                self.recorder.append(
+                    LlmAbandoned(
+                        call_id=call.call_id,
+                        attempt=call.open_attempt,
+                        reason="started in an earlier session that ended before it did",
+                    )
+                )
+            self._start(call.call_id)
+
+    def _start(self, call_id: str) -> None:
+        if call_id in self.tasks:
+            return
+        call = self.state.calls[call_id]
+        self.progress.call_started(call)
+        self.tasks[call_id] = asyncio.create_task(self._run_call(call), name=call_id)
+
+    async def _cancel(self, call_ids: tuple[str, ...], reason: str) -> None:
+        for call_id in call_ids:
+            task = self.tasks.pop(call_id, None)
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            call = self.state.calls[call_id]
+            if call.open_attempt is not None:
+                self.recorder.append(
+                    LlmAbandoned(call_id=call_id, attempt=call.open_attempt, reason=reason)
+                )
+            self.recorder.append(CallCancelled(call_id=call_id, reason=reason))
+
+    async def _run_call(self, call: CallState) -> None:
+        built = self.contexts.build(call)
+        if not call.has_context:
+            for artifact in built.new_artifacts:
+                if artifact.artifact not in self.state.artifacts:
+                    self.recorder.append(artifact)
+            self.recorder.append(
+                ContextBuilt(
+                    call_id=call.call_id,
+                    role=call.role,
+                    variant=call.variant,
+                    templates=built.templates,
+                    inputs=self.recorder.blob(built.inputs_json),
+                    links=built.links,
+                    messages=self.recorder.blob(built.messages_json),
+                )
+            )
+        request = Request(
+            model=self.model,
+            messages=tuple(Message.text(role, text) for role, text in built.messages),  # type: ignore[arg-type]
+            **self.sampling(call.role),
+        )
+        observer = CallObserver(self.recorder, call.call_id, self.api, self.progress)
+        try:
+            completion = await self.client.complete(request, observer)
+        except TransportError as exc:
+            observer.abort_open()
+            self.recorder.append(
+                CallFailed(
+                    call_id=call.call_id,
+                    role=call.role,
+                    error_kind=type(exc).__name__,
+                    message=str(exc),
+                )
+            )
+            self.progress.call_finished(call)
+            return
+        except BaseException:
+            observer.abort_open()
+            raise
+        self._complete(call, completion)
+        self.progress.call_finished(call)
+
+    def _complete(self, call: CallState, completion: Completion) -> None:
+        result = self.contexts.interpret(call, completion)
+        usage = {
+            "input_tokens": completion.usage.input_tokens,
+            "cached_tokens": completion.usage.cached_tokens,
+            "output_tokens": completion.usage.output_tokens,
+            "reasoning_tokens": completion.usage.reasoning_tokens,
+        }
+        reasoning = (
+            self.recorder.blob(completion.reasoning.encode()) if completion.reasoning else None
+        )
+        self.recorder.append(
+            CallCompleted(
+                call_id=call.call_id,
+                role=call.role,
+                finish_reason=completion.finish_reason,
+                truncated=result.truncated,
+                parsed_ok=result.parsed_ok,
+                output=self.recorder.blob(result.output_json),
+                text=self.recorder.blob(completion.text.encode()),
+                reasoning=reasoning,
+                usage=usage,
+                facts=result.facts,
+            )
+        )
+        for artifact in result.artifacts:
+            self.recorder.append(artifact)
+
+
+def monotonic_elapsed(prior_s: float) -> Callable[[], float]:
+    """Wall time of the run so far: earlier sessions plus this one."""
+    started = time.monotonic()
+    return lambda: prior_s + (time.monotonic() - started)

@@ -1,0 +1,130 @@
+"""The end of a run: final/proof.md, final/result.json, the run.finished record, attestation."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from solver.config import Settings
+from solver.loop.policy import Finish, evaluation_calls, evaluation_score, grade_of
+from solver.loop.state import RunState
+from solver.problems import Problem
+from solver.records import BlobLink, RunFinished
+
+if TYPE_CHECKING:
+    from solver.loop.engine import Recorder
+
+
+def _answer_check(state: RunState, problem: Problem, proof: str) -> dict[str, Any] | None:
+    if not problem.answer:
+        return None
+    from solver.answers import check_answer, extract_final_answer
+
+    assert state.selected is not None
+    lineage, version = state.selected
+    producer = state.calls.get(state.lineages[lineage].versions[version].producer)
+    facts = producer.facts if producer is not None else {}
+    candidate = facts.get("final_answer") or extract_final_answer(proof)
+    if not candidate:
+        return {"verdict": "undecided", "detail": "no final answer found", "candidate": None}
+    check = check_answer(str(candidate), problem.answer)
+    return {"verdict": check.verdict, "detail": check.detail, "candidate": candidate}
+
+
+def summarise(state: RunState, wall_s: float) -> dict[str, Any]:
+    by_role: dict[str, int] = {}
+    failed = truncated = 0
+    for call in state.calls.values():
+        by_role[call.role] = by_role.get(call.role, 0) + 1
+        failed += call.status == "failed"
+        truncated += call.truncated
+    return {
+        "tokens": {
+            "input": state.tokens_in,
+            "output": state.tokens_out,
+            "reasoning": state.tokens_reasoning,
+            "total": state.tokens_total,
+            "by_role": dict(sorted(state.tokens_by_role.items())),
+        },
+        "calls": {
+            "total": len(state.calls),
+            "by_role": dict(sorted(by_role.items())),
+            "failed": failed,
+            "truncated": truncated,
+        },
+        "lineages": {
+            ln.lineage: (
+                "accepted"
+                if ln.accepted_version is not None
+                else ("abandoned: " + ln.abandon_reason if ln.abandoned else "open")
+            )
+            for ln in sorted(state.lineages.values(), key=lambda x: x.index)
+        },
+        "wall_s": round(wall_s, 3),
+        "sessions": state.sessions,
+        "budget_exhausted": state.budget_exhausted or None,
+    }
+
+
+def write_finish(
+    recorder: Recorder, problem: Problem, finish: Finish, wall_s: float, settings: Settings
+) -> dict[str, Any]:
+    state = recorder.state
+    store = recorder.store
+    final: dict[str, BlobLink] = {}
+    proof_text = ""
+    selected: dict[str, Any] | None = None
+    if finish.selected is not None:
+        lineage, version = finish.selected
+        artifact = state.proof_text_artifact(lineage, version)
+        assert artifact is not None
+        proof_text = store.read_blob(artifact.blob).decode("utf-8")
+        ref = store.write_final("proof.md", proof_text.encode())
+        final["proof.md"] = BlobLink(blob=ref.digest, bytes=ref.size)
+        version_state = state.lineages[lineage].versions[version]
+        selected = {
+            "lineage": lineage,
+            "version": version,
+            "accepted": version_state.status == "accepted",
+            "proof": artifact.blob,
+            "reason": finish.reason,
+        }
+    result: dict[str, Any] = {
+        "run_id": store.manifest["run_id"],
+        "problem": {"id": problem.id, "digest": problem.digest, "points": problem.points},
+        "outcome": finish.outcome,
+        "reason": finish.reason,
+        "selected": selected,
+        "score": None,
+        "evaluation_score": None,
+        "answer_check": None,
+        **summarise(state, wall_s),
+    }
+    if finish.selected is not None:
+        version_state = state.lineages[finish.selected[0]].versions[finish.selected[1]]
+        result["score"] = grade_of(state, version_state)
+        result["answer_check"] = _answer_check(state, problem, proof_text)
+    graders = evaluation_calls(state)
+    if graders:
+        result["evaluation_score"] = evaluation_score(state)
+        reconcile = state.calls.get("evaluate.reconcile")
+        result["evaluation"] = {
+            "scores": [
+                int(c.facts.get("score", 0)) if c.status == "completed" else None for c in graders
+            ],
+            "reconciled": reconcile is not None and reconcile.status == "completed",
+        }
+    data = json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+    ref = store.write_final("result.json", data)
+    final["result.json"] = BlobLink(blob=ref.digest, bytes=ref.size)
+    recorder.append(
+        RunFinished(outcome=finish.outcome, final=final, summary=summarise(state, wall_s))
+    )
+    store.finish_attestation({name: store_ref(link) for name, link in final.items()})
+    return result
+
+
+def store_ref(link: BlobLink) -> Any:
+    from solver.store import BlobRef
+
+    return BlobRef(digest=link.blob, size=link.bytes)

@@ -1,0 +1,467 @@
+"""The pure policy: given the folded state, what happens next.
+
+``decide`` returns either decisions to record (which change the state; call ``decide`` again
+after applying them), calls to make, calls to cancel, or the finish. It reads no clock (the
+caller passes the elapsed wall time) and does no I/O, so the same journal always yields the
+same next step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from solver.loop.state import (
+    CallState,
+    LineageState,
+    RunState,
+    VersionState,
+    confirmed_findings,
+    finding_key,
+    review_calls,
+    verification_calls,
+)
+from solver.records import CallPlanned, Decision
+
+BLOCKING_SEVERITIES = ("critical", "major")
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    candidates: int = 4
+    verifications: int = 5  # K
+    accepted_needed: int = 2  # A
+    max_failed_rounds: int = 10
+    max_lineages: int = 12
+    abandon_on_recurring: bool = True
+    wall_clock_s: float | None = None
+    total_tokens: int | None = None
+    calls: int | None = None
+    evaluation: bool = False
+    evaluation_graders: int = 1
+    evaluation_material: bool = True  # a reference solution or guidelines exist
+    reconcile_spread: int = 2
+    variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def variant(self, role: str, ordinal: int) -> str:
+        options = self.variants.get(role) or ("default",)
+        return options[ordinal % len(options)]
+
+
+@dataclass(frozen=True)
+class Finish:
+    outcome: str  # solved | partial | unsolved | failed
+    selected: tuple[str, int] | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Step:
+    decisions: tuple[Decision, ...] = ()
+    calls: tuple[CallPlanned, ...] = ()
+    cancel: tuple[str, ...] = ()
+    finish: Finish | None = None
+
+    @property
+    def idle(self) -> bool:
+        return not (self.decisions or self.calls or self.cancel or self.finish)
+
+
+def decide(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
+    if state.phase == "solve":
+        return _solve(state, cfg, elapsed_s)
+    if state.phase == "grade":
+        return _grade(state, cfg)
+    if state.phase == "select":
+        return _select(state, cfg)
+    if state.phase == "evaluate":
+        return _evaluate(state, cfg)
+    return Step()
+
+
+# ---------------------------------------------------------------- solve
+
+
+def _budget_reason(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> str:
+    if cfg.wall_clock_s is not None and elapsed_s >= cfg.wall_clock_s:
+        return f"wall clock budget of {cfg.wall_clock_s:g} s used"
+    if cfg.total_tokens is not None and state.tokens_total >= cfg.total_tokens:
+        return f"token budget of {cfg.total_tokens} used"
+    return ""
+
+
+def _leave_solve(state: RunState, reason: str, budget: bool) -> Step:
+    decisions: list[Decision] = []
+    if budget and not state.budget_exhausted:
+        decisions.append(Decision(kind="budget_exhausted", reason=reason))
+    decisions.append(Decision(kind="phase", phase="grade", reason=reason))
+    cancel = tuple(c.call_id for c in state.in_flight() if c.phase == "solve")
+    return Step(decisions=tuple(decisions), cancel=cancel)
+
+
+def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
+    reason = _budget_reason(state, cfg, elapsed_s)
+    if reason:
+        return _leave_solve(state, reason, budget=True)
+    if len(state.accepted()) >= cfg.accepted_needed:
+        return _leave_solve(state, f"{len(state.accepted())} candidates accepted", budget=False)
+
+    decisions: list[Decision] = []
+    calls: list[CallPlanned] = []
+    for lineage in sorted(state.lineages.values(), key=lambda ln: ln.index):
+        if lineage.active:
+            d, c = _lineage_step(state, lineage, cfg)
+            decisions.extend(d)
+            calls.extend(c)
+    if decisions:
+        return Step(decisions=tuple(decisions))
+
+    active = sum(1 for ln in state.lineages.values() if ln.active)
+    open_slots = cfg.candidates - active - len(state.accepted())
+    next_index = len(state.lineages)
+    while open_slots > 0 and next_index < cfg.max_lineages:
+        calls.append(_generator_call(f"L{next_index}", 0, next_index, cfg))
+        open_slots -= 1
+        next_index += 1
+
+    if cfg.calls is not None:
+        room = cfg.calls - state.solve_calls()
+        calls = calls[: max(room, 0)]
+        solving = any(c.phase == "solve" for c in state.in_flight())
+        if not calls and not solving and room <= 0:
+            return _leave_solve(state, f"call budget of {cfg.calls} used", budget=True)
+    if not calls and not state.in_flight():
+        return _leave_solve(state, "no lineage can go on", budget=False)
+    return Step(calls=tuple(calls))
+
+
+def _generator_call(lineage: str, version: int, ordinal: int, cfg: PolicyConfig) -> CallPlanned:
+    return CallPlanned(
+        call_id=f"{lineage}.v{version}.generate",
+        role="generator",
+        variant=cfg.variant("generator", ordinal + version),
+        phase="solve",
+        lineage=lineage,
+        version=version,
+    )
+
+
+def _lineage_step(
+    state: RunState, lineage: LineageState, cfg: PolicyConfig
+) -> tuple[list[Decision], list[CallPlanned]]:
+    version = lineage.latest
+    if version is None:
+        return [], [_generator_call(lineage.lineage, 0, lineage.index, cfg)]
+    producer = state.calls[version.producer]
+    if producer.status == "planned":
+        return [], []
+    if version.status == "unusable" or (
+        version.status == "open" and version.proof_artifact is None
+    ):
+        why = "truncated" if producer.truncated else f"no proof ({producer.status})"
+        return [_round_failed(lineage, version, why)], []
+    if version.status == "failed":
+        return _after_failure(state, lineage, version, cfg)
+    return _verify_round(state, lineage, version, cfg)
+
+
+def _round_failed(lineage: LineageState, version: VersionState, why: str) -> Decision:
+    return Decision(
+        kind="round_failed", lineage=lineage.lineage, version=version.version, reason=why
+    )
+
+
+def _after_failure(
+    state: RunState, lineage: LineageState, version: VersionState, cfg: PolicyConfig
+) -> tuple[list[Decision], list[CallPlanned]]:
+    if lineage.consecutive_failures >= cfg.max_failed_rounds:
+        reason = f"{lineage.consecutive_failures} consecutive failed rounds"
+        return [Decision(kind="abandoned", lineage=lineage.lineage, reason=reason)], []
+    findings = confirmed_findings(state, lineage.lineage, version.version)
+    next_version = version.version + 1
+    if version.proof_artifact is not None and findings:
+        return [], [
+            CallPlanned(
+                call_id=f"{lineage.lineage}.v{next_version}.revise",
+                role="reviser",
+                variant=cfg.variant("reviser", next_version),
+                phase="solve",
+                lineage=lineage.lineage,
+                version=next_version,
+                target=str(version.version),
+            )
+        ]
+    return [], [_generator_call(lineage.lineage, next_version, lineage.index, cfg)]
+
+
+def _verify_round(
+    state: RunState, lineage: LineageState, version: VersionState, cfg: PolicyConfig
+) -> tuple[list[Decision], list[CallPlanned]]:
+    name, number = lineage.lineage, version.version
+    verifications = verification_calls(state, name, number)
+    if len(verifications) < cfg.verifications:
+        return [], [
+            CallPlanned(
+                call_id=f"{name}.v{number}.verify.{k}",
+                role="verifier",
+                variant=cfg.variant("verifier", k),
+                phase="solve",
+                lineage=name,
+                version=number,
+            )
+            for k in range(len(verifications), cfg.verifications)
+        ]
+    if any(c.status == "planned" for c in verifications):
+        return [], []
+    reviewed = {c.target for c in review_calls(state, name, number)}
+    reviews = [
+        CallPlanned(
+            call_id=f"{v.call_id}.review",
+            role="reviewer",
+            variant=cfg.variant("reviewer", 0),
+            phase="solve",
+            lineage=name,
+            version=number,
+            target=v.call_id,
+        )
+        for v in sorted(verifications, key=lambda c: c.call_id)
+        if v.status == "completed" and v.facts.get("findings") and v.call_id not in reviewed
+    ]
+    if reviews:
+        return [], reviews
+    if any(c.status == "planned" for c in review_calls(state, name, number)):
+        return [], []
+    return _judge_round(state, lineage, version, verifications, cfg), []
+
+
+def _verification_passes(state: RunState, verification: CallState) -> bool:
+    if verification.status != "completed" or not verification.parsed_ok:
+        return False
+    findings = verification.facts.get("findings", [])
+    review = state.calls.get(f"{verification.call_id}.review")
+    confirmed = set(review.facts.get("confirmed", [])) if review and findings else set()
+    severity = dict(review.facts.get("severity", {})) if review else {}
+    if review is not None and review.status != "completed":
+        confirmed = {f.get("id") for f in findings}  # an unreviewable finding stands
+    blocking = [
+        f
+        for f in findings
+        if f.get("id") in confirmed
+        and severity.get(f.get("id"), f.get("severity")) in BLOCKING_SEVERITIES
+    ]
+    if blocking:
+        return False
+    if verification.facts.get("verdict") == "pass":
+        return True
+    # A "fail" verdict stands unless every finding it gave was rejected on review.
+    return bool(findings) and not confirmed
+
+
+def _judge_round(
+    state: RunState,
+    lineage: LineageState,
+    version: VersionState,
+    verifications: list[CallState],
+    cfg: PolicyConfig,
+) -> list[Decision]:
+    passed = sum(1 for v in verifications if _verification_passes(state, v))
+    if passed == len(verifications):
+        reason = f"{passed}/{len(verifications)} verifications passed"
+        return [
+            Decision(
+                kind="accepted", lineage=lineage.lineage, version=version.version, reason=reason
+            )
+        ]
+    decisions = [
+        _round_failed(lineage, version, f"{passed}/{len(verifications)} verifications passed")
+    ]
+    if cfg.abandon_on_recurring:
+        keys = {
+            finding_key(f)
+            for f in confirmed_findings(state, lineage.lineage, version.version)
+            if f.get("severity") in BLOCKING_SEVERITIES
+        }
+        if keys & lineage.confirmed_keys:
+            decisions.append(
+                Decision(
+                    kind="abandoned",
+                    lineage=lineage.lineage,
+                    reason="a confirmed finding recurred after revision",
+                )
+            )
+    return decisions
+
+
+# ---------------------------------------------------------------- grade, select, evaluate
+
+
+def final_versions(state: RunState) -> list[VersionState]:
+    """Each lineage's candidate for submission: its accepted version, else its latest proof."""
+    finals: list[VersionState] = []
+    for lineage in sorted(state.lineages.values(), key=lambda ln: ln.index):
+        if lineage.accepted_version is not None:
+            finals.append(lineage.versions[lineage.accepted_version])
+            continue
+        with_proof = [v for v in lineage.versions.values() if v.proof_artifact is not None]
+        if with_proof:
+            finals.append(max(with_proof, key=lambda v: v.version))
+    return finals
+
+
+def grade_call_id(version: VersionState) -> str:
+    return f"grade.{version.lineage}.v{version.version}"
+
+
+def _grade(state: RunState, cfg: PolicyConfig) -> Step:
+    finals = final_versions(state)
+    if not finals:
+        return Step(finish=_finish(state, None, "no complete proof was produced"))
+    missing = [
+        CallPlanned(
+            call_id=grade_call_id(v),
+            role="grader",
+            variant=cfg.variant("grader", 0),
+            phase="grade",
+            lineage=v.lineage,
+            version=v.version,
+        )
+        for v in finals
+        if grade_call_id(v) not in state.calls
+    ]
+    if missing:
+        return Step(calls=tuple(missing))
+    if any(state.calls[grade_call_id(v)].status == "planned" for v in finals):
+        return Step()
+    return Step(decisions=(Decision(kind="phase", phase="select", reason="graded"),))
+
+
+def grade_of(state: RunState, version: VersionState) -> int:
+    call = state.calls.get(grade_call_id(version))
+    if call is None or call.status != "completed":
+        return 0
+    return int(call.facts.get("score", 0))
+
+
+def selection_pool(state: RunState) -> list[VersionState]:
+    finals = final_versions(state)
+    accepted = [v for v in finals if v.status == "accepted"]
+    if accepted:
+        return accepted
+    best = max((grade_of(state, v) for v in finals), default=0)
+    return [v for v in finals if grade_of(state, v) == best]
+
+
+def _select(state: RunState, cfg: PolicyConfig) -> Step:
+    if state.selected is not None:
+        phase = "evaluate" if cfg.evaluation else "finished"
+        if phase == "finished":
+            return Step(finish=_finish(state, state.selected, state.selection_reason))
+        return Step(decisions=(Decision(kind="phase", phase="evaluate", reason="selected"),))
+    pool = selection_pool(state)
+    if len(pool) == 1:
+        only = pool[0]
+        return Step(decisions=(_selected(only.lineage, only.version, "only candidate"),))
+    call = state.calls.get("select")
+    if call is None:
+        return Step(
+            calls=(
+                CallPlanned(
+                    call_id="select",
+                    role="selector",
+                    variant=cfg.variant("selector", 0),
+                    phase="select",
+                ),
+            )
+        )
+    if call.status == "planned":
+        return Step()
+    choice = call.facts.get("choice")
+    if call.status == "completed" and call.parsed_ok and isinstance(choice, list) and choice:
+        return Step(decisions=(_selected(str(choice[0]), int(choice[1]), "selector's choice"),))
+    first = pool[0]
+    return Step(
+        decisions=(_selected(first.lineage, first.version, "selector gave no usable choice"),)
+    )
+
+
+def _selected(lineage: str, version: int, reason: str) -> Decision:
+    return Decision(kind="selected", lineage=lineage, version=version, reason=reason)
+
+
+def evaluation_calls(state: RunState) -> list[CallState]:
+    return sorted(
+        (c for c in state.calls.values() if c.phase == "evaluate" and c.role != "grader:reconcile"),
+        key=lambda c: c.call_id,
+    )
+
+
+def evaluation_score(state: RunState) -> int | None:
+    """The evaluation grade: the reconciliation's when there was one, else the median of the
+    independent graders' (a failed grader counts 0)."""
+    reconcile = state.calls.get("evaluate.reconcile")
+    if reconcile is not None and reconcile.status == "completed":
+        return int(reconcile.facts.get("score", 0))
+    scores = sorted(
+        int(c.facts.get("score", 0)) if c.status == "completed" else 0
+        for c in evaluation_calls(state)
+    )
+    if not scores:
+        return None
+    return scores[(len(scores) - 1) // 2]
+
+
+def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
+    assert state.selected is not None
+    lineage, version = state.selected
+    role = "grader:evaluation" if cfg.evaluation_material else "grader"
+    missing = [
+        CallPlanned(
+            call_id=f"evaluate.{n}",
+            role=role,
+            variant=cfg.variant(role, n),
+            phase="evaluate",
+            lineage=lineage,
+            version=version,
+            evaluation=True,
+        )
+        for n in range(cfg.evaluation_graders)
+        if f"evaluate.{n}" not in state.calls
+    ]
+    if missing:
+        return Step(calls=tuple(missing))
+    calls = evaluation_calls(state)
+    if any(c.status == "planned" for c in calls):
+        return Step()
+    scores = [int(c.facts.get("score", 0)) for c in calls if c.status == "completed"]
+    spread = max(scores) - min(scores) if len(scores) >= 2 else 0
+    needs_reconcile = cfg.evaluation_material and spread > cfg.reconcile_spread
+    if needs_reconcile and "evaluate.reconcile" not in state.calls:
+        return Step(
+            calls=(
+                CallPlanned(
+                    call_id="evaluate.reconcile",
+                    role="grader:reconcile",
+                    variant=cfg.variant("grader:reconcile", 0),
+                    phase="evaluate",
+                    lineage=lineage,
+                    version=version,
+                    evaluation=True,
+                ),
+            )
+        )
+    reconcile = state.calls.get("evaluate.reconcile")
+    if reconcile is not None and reconcile.status == "planned":
+        return Step()
+    return Step(finish=_finish(state, state.selected, state.selection_reason))
+
+
+def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> Finish:
+    if selected is not None:
+        version = state.lineages[selected[0]].versions[selected[1]]
+        if version.status == "accepted":
+            return Finish("solved", selected, reason)
+        if grade_of(state, version) > 0:
+            return Finish("partial", selected, reason)
+        return Finish("unsolved", selected, reason)
+    if any(c.status == "completed" for c in state.calls.values()):
+        return Finish("unsolved", None, reason)
+    return Finish("failed", None, reason + "; no model call completed")

@@ -1,0 +1,150 @@
+"""Live progress of a run: a rich table on a terminal, or one JSON object per line.
+
+Both read the folded state; neither writes anything to the run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from solver.loop.state import CallState, RunState, verification_calls
+from solver.records import Decision
+
+
+@dataclass
+class _Streaming:
+    chars: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class ProgressBase(ABC):
+    def __init__(self, state: RunState, budget: dict[str, Any], elapsed: Callable[[], float]):
+        self.state = state
+        self.budget = budget
+        self.elapsed = elapsed
+        self.streaming: dict[str, _Streaming] = {}
+
+    def call_started(self, call: CallState) -> None:
+        self.streaming[call.call_id] = _Streaming()
+        self.refresh({"event": "call.started", "call": call.call_id, "role": call.role})
+
+    def call_finished(self, call: CallState) -> None:
+        self.streaming.pop(call.call_id, None)
+        self.refresh({"event": "call.finished", "call": call.call_id, "status": call.status})
+
+    def streamed(self, call_id: str, chars: int) -> None:
+        entry = self.streaming.get(call_id)
+        if entry is not None:
+            entry.chars += chars
+            self.tick()
+
+    def decided(self, decision: Decision) -> None:
+        self.refresh({"event": "decision", **decision.data()})
+
+    def tick(self) -> None:  # noqa: B027 - an optional hook, empty by design
+        """A cheap hook for streaming updates; subclasses redraw at their own pace."""
+
+    @abstractmethod
+    def refresh(self, event: dict[str, Any]) -> None: ...
+
+    def totals(self) -> dict[str, Any]:
+        s = self.state
+        return {
+            "elapsed_s": round(self.elapsed(), 1),
+            "tokens": s.tokens_total,
+            "calls": len(s.calls),
+            "accepted": len(s.accepted()),
+            "phase": s.phase,
+            "budget": self.budget,
+        }
+
+
+class JsonProgress(ProgressBase):
+    """One JSON object per line on stdout (``--json``)."""
+
+    def __init__(self, *args: Any, out: TextIO | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.out = out or sys.stdout
+
+    def refresh(self, event: dict[str, Any]) -> None:
+        self.out.write(json.dumps({**event, "totals": self.totals()}, sort_keys=True) + "\n")
+        self.out.flush()
+
+
+class LiveProgress(ProgressBase):
+    """A table per candidate: role in flight, verifications passed, streamed text, speed."""
+
+    def __init__(self, *args: Any, console: Console | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.console = console or Console(stderr=True)
+        self.live = Live(console=self.console, refresh_per_second=4, transient=False)
+        self._last_draw = 0.0
+
+    def __enter__(self) -> LiveProgress:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.update(self._table())
+        self.live.__exit__(None, None, None)
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now - self._last_draw > 0.25:
+            self._last_draw = now
+            self.live.update(self._table())
+
+    def refresh(self, event: dict[str, Any]) -> None:
+        self.live.update(self._table())
+
+    def _table(self) -> Table:
+        s = self.state
+        t = self.totals()
+        budget = ", ".join(f"{k} {v}" for k, v in self.budget.items() if v is not None) or "none"
+        table = Table(
+            title=f"phase {s.phase} | {t['elapsed_s']:.0f} s | {t['tokens']} tokens | "
+            f"{t['calls']} calls | accepted {t['accepted']} | budget: {budget}",
+            title_justify="left",
+        )
+        for column in ("candidate", "version", "in flight", "verified", "streamed", "chars/s"):
+            table.add_column(column)
+        for lineage in sorted(s.lineages.values(), key=lambda ln: ln.index):
+            latest = lineage.latest
+            version = latest.version if latest else 0
+            flight = [c for c in s.in_flight() if c.lineage == lineage.lineage]
+            passed = sum(
+                1
+                for c in verification_calls(s, lineage.lineage, version)
+                if c.status == "completed" and c.facts.get("verdict") == "pass"
+            )
+            chars = sum(
+                self.streaming[c.call_id].chars for c in flight if c.call_id in self.streaming
+            )
+            rate = 0.0
+            for c in flight:
+                entry = self.streaming.get(c.call_id)
+                if entry:
+                    rate += entry.chars / max(time.monotonic() - entry.started, 1e-3)
+            state = (
+                "accepted"
+                if lineage.accepted_version is not None
+                else (
+                    "abandoned"
+                    if lineage.abandoned
+                    else ", ".join(sorted({c.role for c in flight}))
+                )
+            )
+            table.add_row(
+                lineage.lineage, f"v{version}", state or "-", str(passed), str(chars), f"{rate:.0f}"
+            )
+        return table

@@ -1,0 +1,458 @@
+"""Start, resume and finish runs: the glue between the CLI, the run store and the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import roles
+from solver.config import ResolvedSettings, Settings
+from solver.endpoint_file import read_descriptor
+from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound
+from solver.identity import code_identity, host_name, new_run_id, utc_now, utc_stamp
+from solver.llm import Deadlines, Endpoint, ModelClient, RetryPolicy, ServerInfo
+from solver.llm.errors import TransportError
+from solver.loop.contexts import ContextBuilder
+from solver.loop.engine import Engine, Progress, Recorder, monotonic_elapsed
+from solver.loop.finish import write_finish
+from solver.loop.policy import PolicyConfig
+from solver.loop.state import RunState
+from solver.problems import Problem
+from solver.records import (
+    ArtifactPut,
+    Decision,
+    EndpointProbed,
+    SessionEnded,
+    SessionStarted,
+    parse_loop_record,
+)
+from solver.store import Record, RunReader, RunStore
+
+FORMAT = "solver-run/1"
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    outcome: str
+    result: dict[str, Any]
+
+
+def resolve_endpoint(settings: Settings) -> tuple[Endpoint, dict[str, Any]]:
+    """The endpoint from the settings, else from the descriptor `solver local up` or
+    `solver serve up` wrote. Raises InputError with one sentence when there is none."""
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    if settings.endpoint:
+        endpoint = Endpoint(
+            base_url=settings.endpoint, api=settings.api, model=settings.model or "", api_key=key
+        )
+        return endpoint, {"source": "configured"}
+    descriptor = read_descriptor()
+    if descriptor is not None:
+        endpoint = Endpoint(
+            base_url=descriptor.base_url,
+            api=descriptor.api,
+            model=settings.model or descriptor.model,
+            api_key=key,
+        )
+        info = {"source": descriptor.source, "gguf_sha256": descriptor.gguf_sha256}
+        return endpoint, info
+    raise InputError(
+        "no model endpoint is configured: set SOLVER_ENDPOINT (or --endpoint), "
+        "or start the embedded model with `solver local up`"
+    )
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "problem"
+
+
+def policy_config(settings: Settings, *, evaluation: bool, material: bool) -> PolicyConfig:
+    acceptance = settings.acceptance
+    return PolicyConfig(
+        candidates=settings.candidates,
+        verifications=acceptance.verifications,
+        accepted_needed=acceptance.accepted_needed,
+        max_failed_rounds=acceptance.max_failed_rounds,
+        max_lineages=acceptance.max_lineages or 3 * settings.candidates,
+        abandon_on_recurring=acceptance.abandon_on_recurring,
+        wall_clock_s=settings.budget.wall_clock_s,
+        total_tokens=settings.budget.total_tokens,
+        calls=settings.budget.calls,
+        evaluation=evaluation,
+        evaluation_graders=settings.grading.evaluation_graders,
+        evaluation_material=material,
+        reconcile_spread=settings.grading.reconcile_spread,
+        variants={name: roles.get_role(name).variants for name in roles.POLICY_KEYS},
+    )
+
+
+def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[str, Any]]:
+    def sampling(role: str) -> dict[str, Any]:
+        chosen = settings.role(role)
+        return {
+            "max_tokens": chosen.max_tokens,
+            "temperature": chosen.temperature,
+            "top_p": chosen.top_p,
+            "reasoning": chosen.reasoning,
+            "seed": seed,
+        }
+
+    return sampling
+
+
+def build_manifest(
+    problem: Problem,
+    problem_path: Path | None,
+    resolved: ResolvedSettings,
+    endpoint: Endpoint,
+    endpoint_info: dict[str, Any],
+    evaluation: bool,
+    argv: list[str],
+    run_id: str,
+) -> dict[str, Any]:
+    parts = urlsplit(endpoint.base_url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return {
+        "format": FORMAT,
+        "run_id": run_id,
+        "created": utc_now().isoformat().replace("+00:00", "Z"),
+        "hash": "sha256",
+        "problem": {
+            "path": str(problem_path) if problem_path else None,
+            "digest": problem.digest,
+            "original_digest": problem.original_digest,
+            "record": problem.model_dump(mode="json"),
+        },
+        "config": {"resolved": resolved.settings.masked(), "sources": resolved.sources},
+        "argv": argv,
+        "code": code_identity(),
+        "endpoint": {"url": endpoint.base_url, "api": endpoint.api, **endpoint_info},
+        "model": {"requested": endpoint.model or None},
+        "templates": roles.template_digests(),
+        "roles": {
+            "policy": {k: sorted(v) for k, v in roles.ISOLATION_POLICY.items()},
+            "tools": [],
+        },
+        "evaluation": evaluation,
+        "network": {"allow": [f"{parts.hostname}:{port}"], "enforcement": ["transport-allowlist"]},
+    }
+
+
+async def _probe(client: ModelClient, wait_s: float) -> ServerInfo:
+    """Probe the endpoint, retrying with backoff for up to ``wait_s`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    delay = 1.0
+    while True:
+        try:
+            return await client.probe()
+        except TransportError as exc:
+            if loop.time() + delay > deadline:
+                raise EndpointUnavailable(
+                    f"the model endpoint did not answer for {wait_s:g} s ({exc}); "
+                    "the run is kept and can be resumed with `solver resume`"
+                ) from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+
+def _records(records: Iterator[Record]) -> Iterator[tuple[Any, str]]:
+    for rec in records:
+        typed = parse_loop_record(rec.type, rec.v, rec.data)
+        if typed is not None:
+            yield typed, rec.t
+
+
+def fold(records: Iterator[Record]) -> RunState:
+    state = RunState()
+    for typed, t in _records(records):
+        state.apply(typed, t)
+    return state
+
+
+async def _drive(
+    store: RunStore,
+    state: RunState,
+    settings: Settings,
+    endpoint: Endpoint,
+    problem: Problem,
+    evaluation: bool,
+    reason: str,
+    argv: list[str],
+    allow_model_change: bool,
+    make_progress: Callable[[RunState, Callable[[], float]], Progress],
+) -> RunOutcome:
+    recorder = Recorder(store, state)
+    session = state.sessions + 1
+    store.set_session(session)
+    prior = state.ended_wall_s
+    elapsed = monotonic_elapsed(prior)
+    recorder.append(
+        SessionStarted(
+            session=session,
+            reason=reason,
+            pid=os.getpid(),
+            host=host_name(),
+            code=code_identity(),
+            argv=argv,
+            allow_model_change=allow_model_change,
+        )
+    )
+    timeouts = settings.timeouts
+    deadlines = Deadlines(
+        connect=timeouts.connect_s,
+        first_byte=timeouts.first_byte_s,
+        idle=timeouts.idle_s,
+        total=timeouts.total_s,
+    )
+    retry = RetryPolicy(
+        max_attempts=settings.retry.max_attempts, max_wait=settings.retry.max_wait_s
+    )
+    ended = False
+
+    def end(why: str, detail: str = "") -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            recorder.append(
+                SessionEnded(
+                    session=session,
+                    reason=why,
+                    detail=detail,
+                    wall_s=elapsed() - prior,
+                )
+            )
+
+    try:
+        async with ModelClient(endpoint, deadlines=deadlines, retry=retry) as client:
+            try:
+                info = await _probe(client, settings.retry.endpoint_wait_s)
+            except EndpointUnavailable as exc:
+                end("endpoint_unavailable", str(exc))
+                raise
+            served = info.models[0] if info.models else endpoint.model
+            changed = None
+            if state.first_served_model and served != state.first_served_model:
+                if not allow_model_change:
+                    end("error", "served model changed")
+                    raise ModelChanged(
+                        f"the endpoint now serves {served!r}, but this run used "
+                        f"{state.first_served_model!r}; pass --allow-model-change to go on anyway"
+                    )
+                changed = state.first_served_model
+            recorder.append(
+                EndpointProbed(
+                    url=info.url,
+                    models=list(info.models),
+                    served_model=served,
+                    context_length=info.context_length,
+                    response=recorder.blob(info.raw) if info.raw else None,
+                    model_changed_from=changed,
+                )
+            )
+            model = endpoint.model or served
+            progress = make_progress(state, elapsed)
+            engine = Engine(
+                recorder=recorder,
+                client=client,
+                contexts=ContextBuilder(store, state, problem, seed=settings.seed),
+                policy=policy_config(
+                    settings,
+                    evaluation=evaluation,
+                    material=bool(problem.reference_solution or problem.grading_guidelines),
+                ),
+                model=model,
+                api=endpoint.api,
+                sampling=sampling_for(settings, None),
+                concurrency=settings.concurrency,
+                progress=progress,
+                elapsed=elapsed,
+            )
+            if state.phase != "finished":
+                finish = await engine.run()
+                result = write_finish(recorder, problem, finish, elapsed(), settings)
+            else:
+                result = {"outcome": state.outcome}
+            end("finished")
+            return RunOutcome(store.run_dir, str(result["outcome"]), result)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        end("interrupted")
+        raise
+    except OSError as exc:
+        if exc.errno in (28, 27):
+            # The disk is full: the record may not fit either; the next session repairs.
+            ended = True
+        raise
+    except BaseException as exc:
+        if not ended:
+            with contextlib.suppress(OSError):
+                end("error", f"{type(exc).__name__}: {exc}")
+        raise
+
+
+async def start_run(
+    problem: Problem,
+    problem_path: Path | None,
+    resolved: ResolvedSettings,
+    *,
+    evaluation: bool,
+    argv: list[str],
+    make_progress: Callable[[RunState, Callable[[], float]], Progress],
+    on_created: Callable[[Path], None],
+    run_dir: Path | None = None,
+    given_proof: str | None = None,
+) -> RunOutcome:
+    """Create a run and drive it to its finish. With ``given_proof`` the run only grades that
+    proof in evaluation mode (``solver eval calibrate``): there is no solve phase."""
+    settings = resolved.settings
+    if given_proof is not None:
+        evaluation = True
+    endpoint, endpoint_info = resolve_endpoint(settings)
+    run_id = new_run_id()
+    if run_dir is None:
+        stem = _slug(problem_path.stem if problem_path else problem.id)
+        run_dir = settings.runs_dir / f"{utc_stamp()}_{stem}_{run_id[-8:]}"
+    elif run_dir.exists() and any(run_dir.iterdir()):
+        raise InputError(
+            f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
+        )
+    manifest = build_manifest(
+        problem, problem_path, resolved, endpoint, endpoint_info, evaluation, argv, run_id
+    )
+    store = RunStore.create(run_dir, manifest, signing_key=settings.signing_key)
+    on_created(run_dir)
+    with store:
+        state = RunState()
+        recorder = Recorder(store, state)
+        store.set_session(1)
+        for artifact in problem_artifacts(problem, evaluation):
+            recorder.append(
+                ArtifactPut(
+                    artifact=artifact[0],
+                    kind=artifact[1],
+                    blob=recorder.blob(artifact[2].encode()),
+                    producer="problem",
+                )
+            )
+        if given_proof is not None:
+            recorder.append(
+                ArtifactPut(
+                    artifact="given.v0.proof",
+                    kind="proof_text",
+                    blob=recorder.blob(given_proof.encode()),
+                    producer="input",
+                    lineage="given",
+                    version=0,
+                )
+            )
+            recorder.append(
+                Decision(kind="selected", lineage="given", version=0, reason="given proof")
+            )
+            recorder.append(Decision(kind="phase", phase="evaluate", reason="grading only"))
+        return await _drive(
+            store,
+            state,
+            settings,
+            endpoint,
+            problem,
+            evaluation,
+            "fresh",
+            argv,
+            False,
+            make_progress,
+        )
+
+
+def problem_artifacts(problem: Problem, evaluation: bool) -> list[tuple[str, str, str]]:
+    found = [("problem", "problem_statement", problem.statement)]
+    if evaluation and problem.reference_solution:
+        found.append(("reference_solution", "reference_solution", problem.reference_solution))
+    if evaluation and problem.grading_guidelines:
+        found.append(("grading_guidelines", "grading_guidelines", problem.grading_guidelines))
+    return found
+
+
+def settings_of_run(manifest: dict[str, Any], resolved_now: ResolvedSettings) -> Settings:
+    """The run's own settings (from its manifest), with the secret taken from today's
+    environment: secrets are never written to a run."""
+    data = dict(manifest["config"]["resolved"])
+    data.pop("api_key", None)
+    now = resolved_now.settings
+    return Settings.model_validate({**data, "api_key": now.api_key})
+
+
+async def resume_run(
+    run_dir: Path,
+    resolved_now: ResolvedSettings,
+    *,
+    allow_model_change: bool,
+    argv: list[str],
+    make_progress: Callable[[RunState, Callable[[], float]], Progress],
+) -> RunOutcome:
+    if not (run_dir / "MANIFEST.json").is_file():
+        raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
+    store = RunStore.open(run_dir)
+    with store:
+        state = fold(store.records())
+        manifest = store.manifest
+        settings = settings_of_run(manifest, resolved_now)
+        problem = Problem.model_validate(manifest["problem"]["record"])
+        recorder = Recorder(store, state)
+        if state.sessions and state.session_started_t and not _last_session_ended(store):
+            recorder.append(
+                SessionEnded(
+                    session=state.sessions,
+                    reason="crashed",
+                    detail="the session ended without recording why (killed or crashed)",
+                    wall_s=_seconds_between(state.session_started_t, state.last_t),
+                )
+            )
+        endpoint = Endpoint(
+            base_url=manifest["endpoint"]["url"],
+            api=manifest["endpoint"]["api"],
+            model=manifest["model"]["requested"] or "",
+            api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        )
+        return await _drive(
+            store,
+            state,
+            settings,
+            endpoint,
+            problem,
+            bool(manifest["evaluation"]),
+            "resume",
+            argv,
+            allow_model_change,
+            make_progress,
+        )
+
+
+def _last_session_ended(store: RunStore) -> bool:
+    last_session_type = None
+    for rec in store.records():
+        if rec.type in ("session.started", "session.ended"):
+            last_session_type = rec.type
+    return last_session_type == "session.ended"
+
+
+def _seconds_between(start: str, end: str) -> float:
+    from datetime import datetime
+
+    a = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    b = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    return max((b - a).total_seconds(), 0.0)
+
+
+def read_state(run_dir: Path) -> tuple[RunReader, RunState]:
+    if not (run_dir / "MANIFEST.json").is_file():
+        raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
+    reader = RunReader(run_dir)
+    return reader, fold(reader.records())

@@ -1,0 +1,44 @@
+"""`solver status`: what a run is doing, derived from its journal without taking the lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from solver.runner import read_state
+
+
+def run_status(run_dir: Path) -> dict[str, Any]:
+    reader, state = read_state(run_dir)
+    holder = reader.lock_holder()
+    last_session_event = None
+    for rec in reader.records():
+        if rec.type in ("session.started", "session.ended"):
+            last_session_event = (rec.type, rec.data.get("reason"))
+    if holder is not None:
+        run_state = "running"
+    elif state.phase == "finished":
+        run_state = "finished"
+    elif last_session_event and last_session_event[0] == "session.ended":
+        run_state = "interrupted" if last_session_event[1] == "interrupted" else "stopped"
+        if last_session_event[1] == "endpoint_unavailable":
+            run_state = "waiting-for-endpoint"
+    else:
+        run_state = "crashed"
+    return {
+        "run_dir": str(run_dir),
+        "state": run_state,
+        "phase": state.phase,
+        "outcome": state.outcome,
+        "sessions": state.sessions,
+        "calls": len(state.calls),
+        "in_flight": len(state.in_flight()),
+        "accepted": len(state.accepted()),
+        "lineages": len(state.lineages),
+        "tokens": state.tokens_total,
+        "wall_s": round(state.ended_wall_s, 1),
+        "records": state.records,
+        "last_activity": state.last_t,
+        "holder": holder,
+        "served_model": state.served_model,
+    }

@@ -1,0 +1,121 @@
+"""Run a solve in-process against the fake endpoint, and read the run back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from solver.config import resolve_settings
+from solver.loop.state import RunState
+from solver.problems import load_problem
+from solver.runner import RunOutcome, read_state, resume_run, start_run
+from tests.fakes.fake_endpoint import FakeEndpoint
+
+
+class QuietProgress:
+    def __init__(self, state: RunState, elapsed: Callable[[], float]) -> None:
+        self.events: list[str] = []
+
+    def call_started(self, call: Any) -> None:
+        self.events.append(f"start {call.call_id}")
+
+    def call_finished(self, call: Any) -> None:
+        self.events.append(f"end {call.call_id}")
+
+    def streamed(self, call_id: str, chars: int) -> None:
+        pass
+
+    def decided(self, decision: Any) -> None:
+        self.events.append(f"decide {decision.kind}")
+
+
+PROBLEM = """---
+id: odd-squares
+title: Sum of two odd squares
+answer: "2"
+---
+Prove that the sum of the squares of two odd integers is never a perfect square.
+"""
+
+EVAL_PROBLEM = """---
+id: odd-squares-eval
+reference_solution: "Work modulo 4. MARKER-REFERENCE-55aa"
+grading_guidelines: "(Partial) reduce modulo 4."
+---
+Prove that the sum of the squares of two odd integers is never a perfect square.
+"""
+
+
+def write_problem(tmp_path: Path, text: str = PROBLEM, name: str = "odd.md") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def flags_for(fake: FakeEndpoint, tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    base = {
+        "endpoint": fake.url + "/v1",
+        "api": "chat",
+        "runs_dir": tmp_path / "runs",
+        "candidates": 2,
+        "concurrency": 4,
+        "acceptance.verifications": 2,
+        "acceptance.accepted_needed": 1,
+        "retry.endpoint_wait_s": 2.0,
+        "retry.max_attempts": 2,
+        "retry.max_wait_s": 0.2,
+        "timeouts.idle_s": 20.0,
+        "timeouts.first_byte_s": 20.0,
+    }
+    base.update({k.replace("__", "."): v for k, v in extra.items()})
+    return base
+
+
+def solve(
+    fake: FakeEndpoint,
+    tmp_path: Path,
+    problem_text: str = PROBLEM,
+    *,
+    blind: bool = False,
+    **extra: Any,
+) -> RunOutcome:
+    problem_path = write_problem(tmp_path, problem_text)
+    problem = load_problem(problem_path)
+    resolved = resolve_settings(flags=flags_for(fake, tmp_path, **extra), env={}, cwd=tmp_path)
+    evaluation = not blind and bool(problem.reference_solution or problem.grading_guidelines)
+    created: list[Path] = []
+    return asyncio.run(
+        start_run(
+            problem,
+            problem_path,
+            resolved,
+            evaluation=evaluation,
+            argv=["solve", str(problem_path)],
+            make_progress=QuietProgress,
+            on_created=created.append,
+        )
+    )
+
+
+def resume(run_dir: Path, tmp_path: Path) -> RunOutcome:
+    resolved = resolve_settings(env={}, cwd=tmp_path)
+    return asyncio.run(
+        resume_run(
+            run_dir,
+            resolved,
+            allow_model_change=False,
+            argv=["resume"],
+            make_progress=QuietProgress,
+        )
+    )
+
+
+def result_of(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "final" / "result.json").read_text())
+
+
+def state_of(run_dir: Path) -> RunState:
+    return read_state(run_dir)[1]
