@@ -1,0 +1,201 @@
+"""Recipes render to exact commands and pass validation against the real SGLang option tables;
+known-bad command lines are rejected with the flag, the version and the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from serve.option_table import available_versions, load_table
+from serve.recipe import load_recipe as load
+from serve.recipe import parse_recipe, recipe_names, render
+from serve.validate import errors_of, validate_args, validate_deployment
+from solver.errors import ConfigError, InputError, NotFound
+
+REFERENCE_GLM52 = [
+    "--model-path",
+    "zai-org/GLM-5.2-FP8",
+    "--tp",
+    "8",
+    "--dsa-prefill-backend",
+    "tilelang",
+    "--dsa-decode-backend",
+    "tilelang",
+    "--chunked-prefill-size",
+    "131072",
+    "--watchdog-timeout",
+    "1200",
+    "--reasoning-parser",
+    "glm45",
+    "--tool-call-parser",
+    "glm47",
+    "--attn-cp-size",
+    "8",
+    "--enable-prefill-cp",
+    "--cp-strategy",
+    "interleave",
+    "--enable-dsa-cache-layer-split",
+]
+
+EXPECTED = {
+    "glm52-fp8-mi355x",
+    "glm52-fp8-mi355x-pd",
+    "glm53-flash-mxfp4-mi355x",
+    "glm53-flash-fp8-mi355x",
+    "glm52-fp8-h200",
+    "glm52-fp8-h200-multinode",
+}
+
+
+def test_the_issue_recipes_exist() -> None:
+    assert set(recipe_names()) >= EXPECTED
+
+
+@pytest.mark.parametrize("name", recipe_names())
+def test_every_recipe_renders_and_validates(name: str) -> None:
+    recipe = load(name)
+    deployment = render(recipe)
+    findings = validate_deployment(deployment)
+    assert errors_of(findings) == [], [f.line() for f in findings]
+    assert recipe.sglang_version in available_versions()
+    for process in deployment.processes:
+        assert process.container_argv[-len(process.argv) :] == process.argv
+        assert recipe.image in process.container_argv
+        assert "{" not in " ".join(process.argv), "unsubstituted variable"
+    # every flag and variable of the recipe says why it is there
+    for spec in recipe.processes:
+        assert all(len(flag.why) > 10 for flag in spec.flags)
+    assert all(len(env.why) > 10 for env in recipe.env)
+
+
+def test_single_node_glm52_has_no_layer_split_but_pd_prefill_does() -> None:
+    single = render(load("glm52-fp8-mi355x")).processes[0].argv
+    assert "--enable-dsa-cache-layer-split" not in single
+    assert "--enable-prefill-cp" in single
+    pd = {p.role: p.argv for p in render(load("glm52-fp8-mi355x-pd")).processes}
+    assert "--enable-dsa-cache-layer-split" in pd["prefill"]
+    assert "--enable-dsa-cache-layer-split" not in pd["decode"]
+    assert "--pd-disaggregation" in pd["router"]
+
+
+@pytest.mark.parametrize("version", ["0.5.19", "0.5.23"])
+def test_reference_glm52_line_with_layer_split_is_rejected(version: str) -> None:
+    findings = validate_args(REFERENCE_GLM52, version, model="zai-org/GLM-5.2-FP8")
+    errors = errors_of(findings)
+    assert [e.rule for e in errors] == ["layer-split-needs-pd-prefill"]
+    message = errors[0].line()
+    assert "--enable-dsa-cache-layer-split" in message
+    assert "PD prefill" in message and "--disaggregation-mode prefill" in message
+    assert version in message
+    # --tp only works as an argparse abbreviation: a warning naming the canonical spelling
+    assert any(f.rule == "abbreviation" and "--tp-size" in f.message for f in findings)
+
+
+def test_reference_line_as_pd_prefill_worker_passes() -> None:
+    args = [*REFERENCE_GLM52, "--disaggregation-mode", "prefill"]
+    assert errors_of(validate_args(args, "0.5.23", model="zai-org/GLM-5.2-FP8")) == []
+
+
+def test_misspelt_flag_fails_with_suggestion() -> None:
+    errors = errors_of(validate_args(["--chunked-prefil-size", "4096"], "0.5.23"))
+    assert len(errors) == 1
+    assert errors[0].option == "--chunked-prefil-size"
+    assert "sglang 0.5.23" in errors[0].message
+    assert "--chunked-prefill-size" in errors[0].message
+
+
+def test_removed_and_ambiguous_flags() -> None:
+    (nsa,) = errors_of(validate_args(["--nsa-prefill-backend", "tilelang"], "0.5.23"))
+    assert nsa.rule == "removed-option" and "--dsa-prefill-backend" in nsa.message
+    (cuda,) = errors_of(validate_args(["--cuda-graph-max-bs", "128"], "0.5.23"))
+    assert cuda.rule == "ambiguous-prefix" and "--cuda-graph-max-bs-decode" in cuda.message
+    # still a real option in 0.5.19
+    assert errors_of(validate_args(["--cuda-graph-max-bs", "128"], "0.5.19")) == []
+
+
+def test_flag_newer_than_pinned_version() -> None:
+    newer = sorted(set(load_table("0.5.23").options) - set(load_table("0.5.19").options))
+    switch = next(o for o in newer if not load_table("0.5.23").options[o].takes_value)
+    (error,) = errors_of(validate_args([switch], "0.5.19"))
+    assert error.rule == "option-too-new" and "0.5.23" in error.message
+
+
+def test_values_choices_and_types() -> None:
+    (choice,) = errors_of(validate_args(["--reasoning-parser", "glm47"], "0.5.23"))
+    assert choice.rule == "bad-choice" and "glm45" in choice.message
+    (kind,) = errors_of(validate_args(["--tp-size", "eight"], "0.5.23"))
+    assert kind.rule == "bad-type"
+    (missing,) = errors_of(validate_args(["--tp-size"], "0.5.23"))
+    assert missing.rule == "missing-value"
+    (switch,) = errors_of(validate_args(["--enable-metrics", "yes"], "0.5.23"))
+    assert switch.rule in ("unexpected-value", "stray-value")
+    warnings = validate_args(["--context-length", "1M"], "0.5.23")
+    assert [w.rule for w in warnings] == ["size-suffix"]
+
+
+def test_cross_flag_rules() -> None:
+    def rules(args: str, model: str = "") -> list[str]:
+        return [e.rule for e in errors_of(validate_args(args.split(), "0.5.23", model=model))]
+
+    assert rules("--tp-size 8 --attn-cp-size 3 --enable-prefill-cp") == ["cp-divisibility"]
+    assert "prefill-cp-on-decode" in rules(
+        "--tp-size 8 --attn-cp-size 8 --enable-prefill-cp --disaggregation-mode decode"
+    )
+    assert rules("--speculative-algorithm EAGEL") == ["speculative-algorithm"]
+    assert rules(
+        "--speculative-algorithm EAGLE --speculative-num-steps 5 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+    ) == ["eagle-draft-tokens"]
+    assert rules("--tool-call-parser glm45", model="zai-org/GLM-5.2-FP8") == ["glm-tool-parser"]
+    assert rules("--tp-size 8 --cp-strategy zigzag") == ["zigzag-needs-deepep"]
+
+
+def test_old_rocm_image_is_rejected_for_gfx950() -> None:
+    recipe = load("glm52-fp8-mi355x")
+    old = recipe.model_copy(update={"image": "lmsysorg/sglang-rocm:v0.5.13-rocm720-mi35x-20260601"})
+    errors = errors_of(validate_deployment(render(old)))
+    assert [e.rule for e in errors] == ["gfx950-block-fp8"]
+    assert "28685" in errors[0].message
+
+
+def test_set_overrides() -> None:
+    recipe = load("glm52-fp8-mi355x")
+    argv = render(recipe, ["port=31000", "enable-prefill-cp=false", "max-running-requests=64"])
+    line = argv.processes[0].argv
+    assert line[line.index("--port") + 1] == "31000"
+    assert "--enable-prefill-cp" not in line
+    assert line[line.index("--max-running-requests") + 1] == "64"
+    assert argv.processes[0].url == "http://127.0.0.1:31000"
+    overrides = ["prefill_host=127.0.0.2", "decode.mem-fraction-static=0.9"]
+    pd = render(load("glm52-fp8-mi355x-pd"), overrides)
+    by_role = {p.role: p for p in pd.processes}
+    assert "http://127.0.0.2:30000" in by_role["router"].argv
+    decode = by_role["decode"].argv
+    assert decode[decode.index("--mem-fraction-static") + 1] == "0.9"
+    prefill = by_role["prefill"].argv
+    assert prefill[prefill.index("--mem-fraction-static") + 1] == "0.80"
+    assert errors_of(validate_deployment(pd)) == []
+
+
+def test_set_can_introduce_an_error_that_validation_catches() -> None:
+    deployment = render(load("glm52-fp8-mi355x"), ["enable-dsa-cache-layer-split=true"])
+    assert [e.rule for e in errors_of(validate_deployment(deployment))] == [
+        "layer-split-needs-pd-prefill"
+    ]
+
+
+@pytest.mark.parametrize("bad", ["noequals", "=3", "nosuch.tp-size=3", "BAD KEY=1"])
+def test_bad_set_is_an_input_error(bad: str) -> None:
+    with pytest.raises(InputError):
+        render(load("glm52-fp8-mi355x"), [bad])
+
+
+def test_unknown_recipe_and_bad_recipe_file() -> None:
+    with pytest.raises(NotFound, match="glm52-fp8-mi355x"):
+        load("no-such-recipe")
+    with pytest.raises(ConfigError, match="why"):
+        parse_recipe(
+            'name="x"\ntitle="t"\nmodel="m"\nserved_model_name="m"\nhardware="h"\n'
+            'vendor="amd"\ngpu_arch="gfx950"\nsglang_version="0.5.23"\nimage="i"\nstatus="s"\n'
+            '[[process]]\n[[process.flag]]\nname="--tp-size"\nvalue="8"\n',
+            "inline",
+        )
