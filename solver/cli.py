@@ -5,7 +5,9 @@ from __future__ import annotations
 import click
 
 from solver import __version__
+from solver.commands.audit import audit
 from solver.commands.config import config
+from solver.commands.keys import keys
 from solver.commands.local import group as local
 from solver.commands.problem import problem
 from solver.commands.run import resume, solve, status
@@ -23,5 +25,5 @@ def main() -> None:
     """
 
 
-for command in (solve, resume, status, config, schema, problem, local):
+for command in (solve, resume, status, audit, config, keys, schema, problem, local):
     main.add_command(command)

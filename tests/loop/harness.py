@@ -35,7 +35,6 @@ class QuietProgress:
 PROBLEM = """---
 id: odd-squares
 title: Sum of two odd squares
-answer: "2"
 ---
 Prove that the sum of the squares of two odd integers is never a perfect square.
 """
@@ -119,3 +118,27 @@ def result_of(run_dir: Path) -> dict[str, Any]:
 
 def state_of(run_dir: Path) -> RunState:
     return read_state(run_dir)[1]
+
+
+def audit_ok(run_dir: Path) -> None:
+    from solver.audit import audit_run
+
+    report = audit_run(run_dir)
+    failing = [c for c in report.checks if c.status == "fail"]
+    assert report.ok, failing
+    names = {c.name for c in report.checks}
+    assert {"calls", "prompts", "isolation", "network"} <= names, names
+
+
+def max_in_flight(run_dir: Path) -> int:
+    """The most attempts that were open at once, read from the journal."""
+    from solver.store import RunReader
+
+    open_now = peak = 0
+    for rec in RunReader(run_dir).records():
+        if rec.type == "llm.started":
+            open_now += 1
+            peak = max(peak, open_now)
+        elif rec.type in ("llm.completed", "llm.failed", "llm.abandoned"):
+            open_now -= 1
+    return peak

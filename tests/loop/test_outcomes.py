@@ -1,0 +1,135 @@
+"""The loop against the scripted fake endpoint: each kind of run ends as it should."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fakes.fake_endpoint import FakeEndpoint
+from tests.loop import scripts
+from tests.loop.harness import audit_ok, max_in_flight, result_of, solve, state_of
+
+
+def test_solved_when_k_verifications_pass(tmp_path: Path) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        outcome = solve(fake, tmp_path, acceptance__verifications=3)
+    result = result_of(outcome.run_dir)
+    assert outcome.outcome == "solved"
+    assert result["selected"]["accepted"] is True
+    state = state_of(outcome.run_dir)
+    accepted = state.accepted()[0]
+    verifications = [
+        c for c in state.calls.values() if c.role == "verifier" and c.lineage == accepted.lineage
+    ]
+    assert len(verifications) == 3
+    assert all(c.facts["verdict"] == "pass" for c in verifications)
+    assert (outcome.run_dir / "final" / "proof.md").read_text().startswith("## Proof")
+    assert result["answer_check"] is None  # the problem has no short answer
+    audit_ok(outcome.run_dir)
+
+
+def test_confirmed_finding_is_revised_and_fixed(tmp_path: Path) -> None:
+    with FakeEndpoint(scripts.fix_after_finding) as fake:
+        outcome = solve(fake, tmp_path, candidates=1)
+    state = state_of(outcome.run_dir)
+    lineage = state.lineages["L0"]
+    assert outcome.outcome == "solved"
+    assert lineage.accepted_version == 1
+    assert lineage.versions[0].status == "failed"
+    assert state.calls["L0.v1.revise"].status == "completed"
+    reviser_requests = [r for r in fake.requests if scripts.role_of(r) == "reviser"]
+    assert len(reviser_requests) == 1
+    assert "assumes a equals b" in reviser_requests[0].user_text
+    assert "FLAW" not in (outcome.run_dir / "final" / "proof.md").read_text()
+    audit_ok(outcome.run_dir)
+
+
+def test_rejected_findings_do_not_block_acceptance(tmp_path: Path) -> None:
+    with FakeEndpoint(scripts.reviewer_rejects) as fake:
+        outcome = solve(fake, tmp_path, candidates=1)
+    state = state_of(outcome.run_dir)
+    assert outcome.outcome == "solved"
+    reviews = [c for c in state.calls.values() if c.role == "reviewer"]
+    assert reviews and all(c.facts["confirmed"] == [] for c in reviews)
+    assert not any(c.role == "reviser" for c in state.calls.values())
+    audit_ok(outcome.run_dir)
+
+
+def test_call_budget_ends_in_partial(tmp_path: Path) -> None:
+    with FakeEndpoint(scripts.never_accepted) as fake:
+        outcome = solve(
+            fake, tmp_path, candidates=1, budget__calls=7, acceptance__abandon_on_recurring=False
+        )
+    result = result_of(outcome.run_dir)
+    state = state_of(outcome.run_dir)
+    assert state.budget_exhausted.startswith("call budget")
+    assert state.solve_calls() <= 7
+    assert outcome.outcome == "partial"
+    assert result["score"] == 2
+    assert result["budget_exhausted"]
+    audit_ok(outcome.run_dir)
+
+
+def test_recurring_finding_abandons_lineage(tmp_path: Path) -> None:
+    with FakeEndpoint(scripts.never_accepted) as fake:
+        outcome = solve(fake, tmp_path, candidates=1, acceptance__max_lineages=1)
+    state = state_of(outcome.run_dir)
+    lineage = state.lineages["L0"]
+    assert lineage.abandoned and "recurred" in lineage.abandon_reason
+    assert outcome.outcome == "partial"
+    audit_ok(outcome.run_dir)
+
+
+def test_unparseable_output_everywhere_is_conservative(tmp_path: Path) -> None:
+    with FakeEndpoint(scripts.unparseable) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__max_failed_rounds=2,
+            acceptance__max_lineages=1,
+        )
+    state = state_of(outcome.run_dir)
+    verifiers = [c for c in state.calls.values() if c.role == "verifier"]
+    assert verifiers and all(not c.parsed_ok and c.facts["verdict"] == "fail" for c in verifiers)
+    graders = [c for c in state.calls.values() if c.role == "grader"]
+    assert graders and all(c.facts["score"] == 0 for c in graders)
+    assert outcome.outcome == "unsolved"
+    assert state.lineages["L0"].abandoned
+    audit_ok(outcome.run_dir)
+
+
+def test_truncated_responses_are_never_verified(tmp_path: Path) -> None:
+    with FakeEndpoint(scripts.truncated) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=2,
+            acceptance__max_failed_rounds=2,
+            acceptance__max_lineages=2,
+        )
+    state = state_of(outcome.run_dir)
+    generators = [c for c in state.calls.values() if c.role == "generator"]
+    assert generators and all(c.truncated for c in generators)
+    assert not any(c.role in ("verifier", "grader") for c in state.calls.values())
+    assert outcome.outcome == "unsolved"
+    result = result_of(outcome.run_dir)
+    assert result["calls"]["truncated"] == len(generators)
+    audit_ok(outcome.run_dir)
+
+
+def test_many_candidates_in_parallel(tmp_path: Path) -> None:
+    with FakeEndpoint(scripts.slow_solved) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=8,
+            concurrency=16,
+            acceptance__accepted_needed=8,
+            acceptance__verifications=2,
+        )
+    state = state_of(outcome.run_dir)
+    assert outcome.outcome == "solved"
+    assert len(state.accepted()) == 8
+    assert state.calls["select"].status == "completed"
+    assert max_in_flight(outcome.run_dir) > 1
+    audit_ok(outcome.run_dir)
