@@ -358,12 +358,17 @@ def _load_extensions() -> None:
             importlib.import_module(module)
 
 
-def default_checks() -> list[AuditCheck]:
-    """The generic checks, the signature checks and every registered extension check."""
+def store_checks() -> list[AuditCheck]:
+    """The checks that need only the store's format: generic ones and signatures."""
     from solver.audit_signatures import check_attestation, check_seals
 
+    return [*GENERIC_CHECKS, check_seals, check_attestation]
+
+
+def default_checks() -> list[AuditCheck]:
+    """The store's checks and every registered extension check (the loop's semantics)."""
     _load_extensions()
-    return [*GENERIC_CHECKS, check_seals, check_attestation, *_REGISTERED]
+    return [*store_checks(), *_REGISTERED]
 
 
 def _run_check(check: AuditCheck, ctx: AuditContext) -> list[Check]:

@@ -113,12 +113,12 @@ def check_seals(ctx: AuditContext) -> list[Check]:
             problem = f"seal record seq {record.seq} claims count {record.data.get('count')}"
         if problem is not None:
             rows.append(Check(name=name, status="fail", where=ctx.at(record), detail=problem))
-    if rows:
+    rows.extend(_key_hint(ctx))
+    if any(row.status == "fail" for row in rows):
         return capped(name, rows)
     if not files:
         status = "warn" if ctx.public_key is not None else "pass"
-        return [Check(name=name, status=status, detail="the run carries no seals")]
-    rows.extend(_key_hint(ctx))
+        return [*rows, Check(name=name, status=status, detail="the run carries no seals")]
     last = max(counts)
     after = sum(1 for r in ctx.records[last:] if r.type != "seal")
     detail = f"{len(files)} seals match the journal; {after} records after the last seal"

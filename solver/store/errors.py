@@ -66,9 +66,17 @@ class BlobCorrupt(StoreError):
         self.actual = actual
 
 
-class StorageFull(StoreError):
+class StorageFull(StoreError, OSError):
+    """Also an OSError carrying the original errno, so callers that map ENOSPC by errno
+    (``solver.errors.exit_code_for``) see it for what it is."""
+
     def __init__(self, path: str, cause: OSError) -> None:
         what = "disk full" if cause.errno == errno.ENOSPC else "file too large"
-        super().__init__(f"cannot write {path}: {what} ({cause.strerror})")
+        self.message = f"cannot write {path}: {what} ({cause.strerror})"
+        super().__init__(self.message)
         self.path = path
         self.errno = cause.errno
+        self.strerror = cause.strerror
+
+    def __str__(self) -> str:
+        return self.message

@@ -205,15 +205,15 @@ class RunStore:
         self._lock.update(self.session)
         if scan.torn is not None:
             self._repair(scan.torn)
-        logged = {r.data.get("file") for r in scan.records if r.type == "recovery.tail_truncated"}
-        self._log_quarantined(logged)
-        if self.next_seq == 0:
+        if self.next_seq == 0:  # a new run, or a create that crashed before record 0
             created = RunCreated(
                 manifest=self.manifest_digest,
                 format=str(self.manifest["format"]),
                 run_id=str(self.manifest["run_id"]),
             )
             self._append("run.created", created.data(), 1)
+        logged = {r.data.get("file") for r in scan.records if r.type == "recovery.tail_truncated"}
+        self._log_quarantined(logged)
 
     def _repair(self, torn: TornTail) -> None:
         """Move an incomplete last line to quarantine/, cut it off, and record both."""
