@@ -52,7 +52,7 @@ def check_call_outcomes(ctx: AuditContext) -> list[Check]:
     open_attempts: dict[tuple[str, int], Record] = {}
     open_calls: dict[str, Record] = {}
     for rec in ctx.records:
-        call = rec.data.get("call_id")
+        call = str(rec.data.get("call_id", ""))
         if rec.type == "llm.started":
             open_attempts[(call, rec.data["attempt"])] = rec
         elif rec.type in TERMINAL_ATTEMPT:
