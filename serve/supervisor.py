@@ -1,0 +1,351 @@
+"""Start a model server as a child process, wait until it is ready, and keep it alive.
+
+- Readiness: ``GET /ready`` (SGLang 0.5.20+); a 404 there switches to ``GET /v1/models``, which
+  every version and the router answer.
+- Liveness: the same cheap probe every ``liveness_interval``; ``liveness_failures`` misses in a
+  row, or the process exiting, restart it with exponential backoff.
+- Deep health: ``GET /health_generate`` now and then in its own thread, logged only. On SGLang it
+  runs a real generation that a long chunked prefill delays past its timeout (sglang#22511), so
+  a slow or failing deep probe never restarts a busy server.
+- Stop: the whole process tree (its process group plus any descendant that left it) gets
+  SIGTERM, then SIGKILL after ``stop_grace``.
+
+Every transition is an :class:`Event`, passed to the ``on_event`` callback (the CLI writes them
+to a JSONL log and stderr). The command is data (argv), so tests supervise a fake server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from solver.errors import EndpointUnavailable, InputError
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    startup_timeout: float = 1800.0  # weight loading plus graph capture take minutes
+    startup_poll: float = 2.0
+    liveness_interval: float = 15.0
+    liveness_timeout: float = 10.0
+    liveness_failures: int = 3
+    deep_interval: float = 300.0  # 0 disables the deep probe
+    deep_timeout: float = 120.0
+    backoff_initial: float = 5.0
+    backoff_max: float = 300.0
+    max_restarts: int = 20
+    stop_grace: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    # started, ready, exited, unresponsive, restarting, deep-ok, deep-slow, stopped, gave-up
+    kind: str
+    detail: dict[str, Any] = field(default_factory=dict)
+    at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
+
+    def as_json(self) -> dict[str, Any]:
+        return {"at": self.at, "event": self.kind, **self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class ReadyInfo:
+    pid: int
+    base_url: str
+    model: str
+    context_length: int | None
+    server_info: dict[str, Any] | None
+    model_info: dict[str, Any] | None
+    readiness_path: str
+
+
+class Supervisor:
+    """Supervise one server process; :meth:`run` blocks until :meth:`stop` or giving up."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        base_url: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        api_key: str | None = None,
+        policy: Policy | None = None,
+        output: Path | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        on_ready: Callable[[ReadyInfo], None] | None = None,
+    ) -> None:
+        if not argv:
+            raise InputError("supervisor: empty command")
+        self.argv = list(argv)
+        self.base_url = base_url.rstrip("/")
+        self.env = dict(env or {})
+        self.policy = policy or Policy()
+        self.output = output
+        self.events: list[Event] = []
+        self.restarts = 0
+        self._api_key = api_key
+        self._on_event = on_event
+        self._on_ready = on_ready
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._readiness_path = "/ready"
+        self._ready_once = threading.Event()
+        self._deep_thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------ public
+
+    @property
+    def pid(self) -> int | None:
+        with self._lock:
+            return self._process.pid if self._process is not None else None
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self._ready_once.wait(timeout)
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to stop the process tree and return; safe from any thread."""
+        self._stop.set()
+
+    def run(self) -> None:
+        """Start, wait for readiness, supervise. Raises EndpointUnavailable on giving up."""
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        with httpx.Client(headers=headers, trust_env=False) as client:
+            try:
+                self._loop(client)
+            finally:
+                self._kill_tree()
+                self._emit("stopped", restarts=self.restarts)
+
+    # ------------------------------------------------------------ the loop
+
+    def _loop(self, client: httpx.Client) -> None:
+        policy = self.policy
+        attempt = 0
+        while not self._stop.is_set():
+            if attempt:
+                if self.restarts >= policy.max_restarts:
+                    self._emit("gave-up", restarts=self.restarts)
+                    raise EndpointUnavailable(
+                        f"server restarted {self.restarts} times and still fails; see the log"
+                    )
+                self.restarts += 1
+                delay = min(policy.backoff_initial * 2 ** (self.restarts - 1), policy.backoff_max)
+                self._emit("restarting", restart=self.restarts, backoff_s=delay)
+                self._kill_tree()
+                if self._stop.wait(delay):
+                    return
+            attempt += 1
+            self._start()
+            if not self._await_ready(client):
+                continue
+            self._supervise(client)
+
+    def _start(self) -> None:
+        env = {**os.environ, **self.env}
+        sink: Any = subprocess.DEVNULL
+        if self.output is not None:
+            self.output.parent.mkdir(parents=True, exist_ok=True)
+            sink = self.output.open("ab")
+        try:
+            process = subprocess.Popen(
+                self.argv,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: the whole tree stops together
+            )
+        except OSError as exc:
+            raise InputError(f"cannot start {self.argv[0]}: {exc.strerror or exc}") from None
+        finally:
+            if sink is not subprocess.DEVNULL:
+                sink.close()
+        with self._lock:
+            self._process = process
+        self._emit("started", pid=process.pid, argv0=self.argv[0])
+
+    def _await_ready(self, client: httpx.Client) -> bool:
+        policy = self.policy
+        deadline = time.monotonic() + policy.startup_timeout
+        while not self._stop.is_set():
+            code = self._exit_code()
+            if code is not None:
+                self._emit("exited", pid=self.pid, code=code, phase="startup")
+                return False
+            if self._probe(client, policy.liveness_timeout):
+                info = self._describe(client)
+                self._emit(
+                    "ready", pid=info.pid, model=info.model, readiness=info.readiness_path,
+                    version=(info.server_info or {}).get("version"),
+                )  # fmt: skip
+                if self._on_ready is not None:
+                    self._on_ready(info)
+                self._ready_once.set()
+                return True
+            if time.monotonic() > deadline:
+                self._emit("unresponsive", phase="startup", waited_s=policy.startup_timeout)
+                return False
+            self._stop.wait(policy.startup_poll)
+        return False
+
+    def _supervise(self, client: httpx.Client) -> None:
+        policy = self.policy
+        misses = 0
+        self._start_deep_probe()
+        while not self._stop.wait(policy.liveness_interval):
+            code = self._exit_code()
+            if code is not None:
+                self._emit("exited", pid=self.pid, code=code, phase="serving")
+                return
+            if self._probe(client, policy.liveness_timeout):
+                misses = 0
+                continue
+            misses += 1
+            if misses >= policy.liveness_failures:
+                self._emit("unresponsive", pid=self.pid, misses=misses, probe=self._readiness_path)
+                return
+
+    # ------------------------------------------------------------ probes
+
+    def _probe(self, client: httpx.Client, timeout: float) -> bool:
+        """One readiness/liveness probe; learns once whether the server has /ready."""
+        try:
+            response = client.get(self.base_url + self._readiness_path, timeout=timeout)
+        except httpx.HTTPError:
+            return False
+        if response.status_code == 404 and self._readiness_path == "/ready":
+            self._readiness_path = "/v1/models"
+            return self._probe(client, timeout)
+        return response.status_code == 200
+
+    def _describe(self, client: httpx.Client) -> ReadyInfo:
+        model, context = "", None
+        models = _get_json(client, self.base_url + "/v1/models")
+        if models and isinstance(models.get("data"), list) and models["data"]:
+            first = models["data"][0]
+            model = str(first.get("id", ""))
+            raw_context = first.get("max_model_len")
+            context = raw_context if isinstance(raw_context, int) else None
+        server_info = _get_json(client, self.base_url + "/server_info") or _get_json(
+            client, self.base_url + "/get_server_info"
+        )
+        if context is None and server_info and isinstance(server_info.get("context_length"), int):
+            context = server_info["context_length"]
+        return ReadyInfo(
+            pid=self.pid or 0,
+            base_url=self.base_url,
+            model=model,
+            context_length=context,
+            server_info=server_info,
+            model_info=_get_json(client, self.base_url + "/model_info"),
+            readiness_path=self._readiness_path,
+        )
+
+    def _start_deep_probe(self) -> None:
+        if self.policy.deep_interval <= 0:
+            return
+        if self._deep_thread is not None and self._deep_thread.is_alive():
+            return
+        self._deep_thread = threading.Thread(target=self._deep_loop, daemon=True)
+        self._deep_thread.start()
+
+    def _deep_loop(self) -> None:
+        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        with httpx.Client(headers=headers, trust_env=False) as client:
+            while not self._stop.wait(self.policy.deep_interval):
+                started = time.monotonic()
+                try:
+                    response = client.get(
+                        self.base_url + "/health_generate", timeout=self.policy.deep_timeout
+                    )
+                    status: int | str = response.status_code
+                except httpx.HTTPError as exc:
+                    status = type(exc).__name__
+                took = round(time.monotonic() - started, 3)
+                kind = "deep-ok" if status == 200 else "deep-slow"
+                # logged only: a generation probe fails a server busy with a long prefill
+                self._emit(kind, status=status, took_s=took)
+
+    # ------------------------------------------------------------ process tree
+
+    def _exit_code(self) -> int | None:
+        with self._lock:
+            process = self._process
+        return None if process is None else process.poll()
+
+    def _kill_tree(self) -> None:
+        with self._lock:
+            process = self._process
+            self._process = None
+        if process is None:
+            return
+        pids = [process.pid, *_descendants(process.pid)]
+        _signal_all(process.pid, pids, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=self.policy.stop_grace)
+        _signal_all(process.pid, pids, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=5)
+
+    def _emit(self, kind: str, **detail: Any) -> None:
+        event = Event(kind, detail)
+        self.events.append(event)
+        if self._on_event is not None:
+            self._on_event(event)
+
+
+def _get_json(client: httpx.Client, url: str) -> dict[str, Any] | None:
+    try:
+        response = client.get(url, timeout=30)
+        if response.status_code != 200:
+            return None
+        body = response.json()
+    except (httpx.HTTPError, ValueError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _descendants(root: int) -> list[int]:
+    """All descendants of ``root`` from /proc (Linux); empty elsewhere."""
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the command name may contain spaces and parentheses: split after the last ')'
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 2:
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _signal_all(group: int, pids: list[int], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)

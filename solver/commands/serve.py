@@ -1,0 +1,221 @@
+"""``solver serve recipes|command|up|supervise|check|bench``: SGLang for self-hosted GLM.
+
+Exit codes: 0 ok; 1 a check or benchmark failed; 2 bad option, recipe override or a recipe
+that fails validation; 3 the endpoint could not be reached or the server kept failing;
+6 unknown recipe; 130 stopped with Ctrl-C (the server tree is stopped too).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from solver.commands._errors import reports_errors
+from solver.errors import EXIT_INTERRUPTED
+
+
+@click.group("serve")
+def group() -> None:
+    """SGLang recipes checked before they run, a supervisor, a canary, a benchmark."""
+
+
+@group.command("recipes")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@reports_errors
+def recipes_command(as_json: bool) -> None:
+    """List the deployment recipes."""
+    from serve.recipe import all_recipes
+
+    recipes = all_recipes()
+    if as_json:
+        rows = [
+            {
+                "name": r.name,
+                "title": r.title,
+                "model": r.model,
+                "hardware": r.hardware,
+                "sglang_version": r.sglang_version,
+                "image": r.image,
+                "processes": [p.label for p in r.processes],
+            }
+            for r in recipes
+        ]
+        click.echo(json.dumps(rows, indent=2))
+        return
+    width = max(len(r.name) for r in recipes)
+    for r in recipes:
+        click.echo(f"{r.name:<{width}}  sglang {r.sglang_version:<7} {r.title}")
+
+
+@group.command("command")
+@click.argument("recipe")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a flag "
+              "(tp-size=4, enable-prefill-cp=false, decode.mem-fraction-static=0.9) or a recipe "
+              "variable (prefill_host=ADDR).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@reports_errors
+def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool) -> None:
+    """Print the exact argv, environment and container command of RECIPE, after validation."""
+    from serve.recipe import load_recipe, render
+    from serve.validate import errors_of, validate_deployment
+    from solver.errors import ConfigError
+
+    deployment = render(load_recipe(recipe), list(overrides))
+    findings = validate_deployment(deployment)
+    if as_json:
+        payload: dict[str, Any] = {
+            "recipe": recipe,
+            "sglang_version": deployment.recipe.sglang_version,
+            "image": deployment.recipe.image,
+            "findings": [f.line() for f in findings],
+            "processes": [
+                {
+                    "label": p.label,
+                    "role": p.role,
+                    "url": p.url,
+                    "argv": list(p.argv),
+                    "env": p.env,
+                    "container": list(p.container_argv),
+                }
+                for p in deployment.processes
+            ],
+        }
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        r = deployment.recipe
+        click.echo(f"# {r.name}: {r.title}")
+        click.echo(f"# hardware: {r.hardware}")
+        click.echo(f"# SGLang {r.sglang_version}, image {r.image}")
+        for p in deployment.processes:
+            click.echo(f"\n## process {p.label} ({p.role}), serves {p.url}")
+            click.echo("environment:")
+            for key, value in p.env.items():
+                click.echo(f"  {key}={value}")
+            click.echo("argv:")
+            click.echo("  " + _shell(p.argv))
+            click.echo("container:")
+            click.echo("  " + _shell(p.container_argv))
+        for finding in findings:
+            click.echo(finding.line(), err=True)
+    errors = errors_of(findings)
+    if errors:
+        raise ConfigError(f"recipe {recipe}: {len(errors)} validation error(s): {errors[0].line()}")
+
+
+def _shell(argv: tuple[str, ...]) -> str:
+    import shlex
+
+    return shlex.join(argv)
+
+
+def _stop_on_signals(supervisor: Any) -> None:
+    def handler(signum: int, frame: object) -> None:
+        supervisor.stop()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _policy(startup_timeout: float, liveness_interval: float) -> Any:
+    from serve.supervisor import Policy
+
+    return Policy(startup_timeout=startup_timeout, liveness_interval=liveness_interval)
+
+
+def _finish(supervisor: Any) -> None:
+    click.echo(f"serve: stopped after {supervisor.restarts} restart(s)", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+_supervise_options = [
+    click.option("--startup-timeout", type=float, default=1800.0, show_default=True,
+                 help="Seconds to wait for readiness after each start."),
+    click.option("--liveness-interval", type=float, default=15.0, show_default=True,
+                 help="Seconds between liveness probes."),
+]  # fmt: skip
+
+
+def _with_supervise_options(func: Any) -> Any:
+    for option in reversed(_supervise_options):
+        func = option(func)
+    return func
+
+
+@group.command("up")
+@click.argument("recipe")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="As for `command`.")
+@click.option("--process", "process_label", default=None, help="Which process of a "
+              "multi-process recipe runs here (prefill, decode, router, node0, ...).")  # fmt: skip
+@click.option("--container", is_flag=True, help="Run the pinned image with docker instead of "
+              "the argv directly.")  # fmt: skip
+@click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable "
+              "holding the server's API key (never written to logs).")  # fmt: skip
+@_with_supervise_options
+@reports_errors
+def up_command(
+    recipe: str,
+    overrides: tuple[str, ...],
+    process_label: str | None,
+    container: bool,
+    api_key_env: str | None,
+    startup_timeout: float,
+    liveness_interval: float,
+) -> None:
+    """Start RECIPE under supervision; Ctrl-C stops the whole process tree."""
+    from serve.launch import pick_process, plan_recipe, run_plan
+    from serve.recipe import load_recipe, render
+
+    deployment = render(load_recipe(recipe), list(overrides))
+    process = pick_process(deployment, process_label)
+    plan = plan_recipe(deployment, process, container=container, api_key_env=api_key_env)
+    supervisor = run_plan(
+        plan,
+        source=f"serve:{recipe}",
+        policy=_policy(startup_timeout, liveness_interval),
+        echo=lambda line: click.echo(line, err=True),
+        install_stop=_stop_on_signals,
+    )
+    _finish(supervisor)
+
+
+@group.command("supervise", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--url", required=True, help="Base URL the command serves, e.g. http://127.0.0.1:8000"
+)
+@click.option(
+    "--name", default="custom", show_default=True, help="Name for logs and the descriptor."
+)
+@_with_supervise_options
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@reports_errors
+def supervise_command(
+    url: str, name: str, startup_timeout: float, liveness_interval: float, argv: tuple[str, ...]
+) -> None:
+    """Supervise any server command (vLLM, a custom build).
+
+    solver serve supervise --url http://127.0.0.1:8000 -- vllm serve MODEL ...
+    """
+    from serve.launch import plan_command, run_plan
+
+    plan = plan_command(list(argv), url, name)
+    supervisor = run_plan(
+        plan,
+        source=f"serve:{name}",
+        policy=_policy(startup_timeout, liveness_interval),
+        echo=lambda line: click.echo(line, err=True),
+        install_stop=_stop_on_signals,
+    )
+    _finish(supervisor)
+
+
+def _json_out(payload: Any, path: Path | None) -> None:
+    text = json.dumps(payload, indent=2, default=str)
+    if path is None:
+        click.echo(text)
+    else:
+        path.write_text(text + "\n", encoding="utf-8")

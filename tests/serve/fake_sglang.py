@@ -1,0 +1,203 @@
+"""A fake SGLang server for supervisor and benchmark tests, run as its own process or in a thread.
+
+It answers ``/ready``, ``/health``, ``/health_generate``, ``/v1/models``, ``/server_info``,
+``/model_info`` and streams ``/v1/chat/completions`` at an exact token rate: token k of a
+response leaves at ``start + k / rate`` (an absolute schedule, so sleep overshoot does not
+accumulate), one token per SSE chunk, then a usage chunk and ``[DONE]``.
+
+A control file (JSON, re-read on every request) changes behaviour while it runs::
+
+    {"ready": false}                 /ready and /v1/models answer 503 (liveness fails)
+    {"health_generate_delay": 30}    /health_generate answers only after 30 s
+
+Run::
+
+    python -m tests.serve.fake_sglang --port N [--rate 200] [--tokens 64] [--control FILE]
+        [--child-pid-file FILE]   # also start a grandchild process (to test tree stops)
+
+prints ``READY <url>`` once listening; SIGTERM stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+class FakeSGLang:
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        rate: float = 200.0,
+        tokens: int = 64,
+        ttft: float = 0.0,
+        control: Path | None = None,
+        served_model: str = "glm-fake",
+        context_length: int = 131072,
+        has_ready: bool = True,
+    ) -> None:
+        self.rate = rate
+        self.tokens = tokens
+        self.ttft = ttft
+        self.control = control
+        self.served_model = served_model
+        self.context_length = context_length
+        self.has_ready = has_ready
+        self.closing = threading.Event()
+        self.completions = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+        self._server.daemon_threads = True
+        self._server.fake = self  # type: ignore[attr-defined]
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> FakeSGLang:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.closing.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FakeSGLang:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def settings(self) -> dict[str, Any]:
+        if self.control is None:
+            return {}
+        try:
+            loaded = json.loads(self.control.read_text())
+        except (OSError, ValueError):
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    @property
+    def fake(self) -> FakeSGLang:
+        return self.server.fake  # type: ignore[attr-defined,no-any-return]
+
+    def do_GET(self) -> None:
+        fake = self.fake
+        control = fake.settings()
+        path = self.path.split("?", 1)[0]
+        live = control.get("ready", True)
+        if path == "/ready" and fake.has_ready:
+            self._json(200 if live else 503, {"status": "ok" if live else "not ready"})
+        elif path == "/v1/models":
+            if not live:
+                self._json(503, {"error": "not ready"})
+                return
+            model = {
+                "id": fake.served_model,
+                "object": "model",
+                "max_model_len": fake.context_length,
+            }
+            self._json(200, {"object": "list", "data": [model]})
+        elif path in ("/health", "/health_generate"):
+            delay = float(control.get("health_generate_delay", 0)) if path != "/health" else 0.0
+            if delay and fake.closing.wait(delay):
+                return
+            self._json(200, {})
+        elif path == "/server_info":
+            self._json(200, {"version": "0.0.0-fake", "context_length": fake.context_length})
+        elif path == "/model_info":
+            self._json(200, {"model_path": "fake/model", "reasoning_parser": "glm45"})
+        else:
+            self._json(404, {"error": f"no route {path}"})
+
+    def do_POST(self) -> None:
+        fake = self.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path != "/v1/chat/completions":
+            self._json(404, {"error": "no route"})
+            return
+        tokens = int(body.get("max_tokens") or fake.tokens)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        start = time.perf_counter() + fake.ttft
+        try:
+            for k in range(tokens):
+                wait = start + k / fake.rate - time.perf_counter()
+                if wait > 0 and fake.closing.wait(wait):
+                    return
+                delta = {"content": f" t{k}"}
+                self._chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+            self._chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+            usage = {"prompt_tokens": 8, "completion_tokens": tokens, "total_tokens": tokens + 8}
+            self._chunk({"choices": [], "usage": usage})
+            self._write(b"data: [DONE]\n\n")
+            self._write(b"")
+            fake.completions += 1
+        except (BrokenPipeError, ConnectionResetError):
+            return
+
+    def _chunk(self, obj: dict[str, Any]) -> None:
+        self._write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+    def _write(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _json(self, status: int, obj: Any) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--rate", type=float, default=200.0)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--control", type=Path)
+    parser.add_argument("--child-pid-file", type=Path)
+    parser.add_argument("--no-ready", action="store_true", help="no /ready route (old SGLang)")
+    args = parser.parse_args()
+    fake = FakeSGLang(
+        port=args.port,
+        rate=args.rate,
+        tokens=args.tokens,
+        control=args.control,
+        has_ready=not args.no_ready,
+    )
+    if args.child_pid_file is not None:
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        args.child_pid_file.write_text(str(child.pid))
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    fake.start()
+    print(f"READY {fake.url}", flush=True)
+    done.wait()
+    # the grandchild is deliberately left running, like a server that leaks worker processes:
+    # stopping the whole tree is the supervisor's job
+    fake.close()
+
+
+if __name__ == "__main__":
+    main()

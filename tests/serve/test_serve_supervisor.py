@@ -1,0 +1,214 @@
+"""The supervisor against a real server process (tests/serve/fake_sglang.py run as a child)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from serve.supervisor import Event, Policy, Supervisor
+
+FAST = Policy(
+    startup_timeout=60,
+    startup_poll=0.05,
+    liveness_interval=0.1,
+    liveness_timeout=2,
+    liveness_failures=2,
+    deep_interval=0,
+    backoff_initial=0.05,
+    backoff_max=0.2,
+    max_restarts=5,
+    stop_grace=5,
+)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    """Poll observable state; the bound only guards against a hang."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().rsplit(")", 1)[-1].split()[0] == "Z")
+
+
+def fake_argv(port: int, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "tests.serve.fake_sglang", "--port", str(port), *extra]
+
+
+class Running:
+    def __init__(self, supervisor: Supervisor) -> None:
+        self.supervisor = supervisor
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.supervisor.run()
+        except BaseException as exc:  # surfaced by the test
+            self.error = exc
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.supervisor.events]
+
+    def count(self, kind: str) -> int:
+        return self.kinds().count(kind)
+
+    def stop(self) -> None:
+        self.supervisor.stop()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def control(tmp_path: Path) -> Path:
+    path = tmp_path / "control.json"
+    path.write_text("{}")
+    return path
+
+
+@pytest.fixture
+def start(control: Path) -> Iterator[Callable[..., Running]]:
+    running: list[Running] = []
+
+    def make(
+        *extra: str, policy: Policy = FAST, on_event: Callable[[Event], None] | None = None
+    ) -> Running:
+        port = free_port()
+        argv = fake_argv(port, "--control", str(control), *extra)
+        sup = Supervisor(
+            argv,
+            f"http://127.0.0.1:{port}",
+            env={"PYTHONPATH": str(ROOT)},
+            policy=policy,
+            on_event=on_event,
+        )
+        run = Running(sup)
+        running.append(run)
+        return run
+
+    yield make
+    for run in running:
+        run.stop()
+
+
+def test_ready_then_killed_process_restarts(start: Callable[..., Running]) -> None:
+    run = start()
+    wait_for(lambda: run.count("ready") == 1, "first readiness")
+    first = run.supervisor.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: run.count("ready") == 2, "readiness after restart")
+    assert run.supervisor.restarts == 1
+    assert "exited" in run.kinds() and "restarting" in run.kinds()
+    assert run.supervisor.pid not in (None, first)
+    assert not alive(first)
+
+
+def test_failing_liveness_restarts(start: Callable[..., Running], control: Path) -> None:
+    def heal(event: Event) -> None:
+        if event.kind == "restarting":
+            control.write_text("{}")
+
+    run = start(on_event=heal)
+    wait_for(lambda: run.count("ready") == 1, "first readiness")
+    first = run.supervisor.pid
+    control.write_text(json.dumps({"ready": False}))
+    wait_for(lambda: run.count("ready") == 2, "readiness after the liveness restart")
+    kinds = run.kinds()
+    assert kinds.index("unresponsive") < kinds.index("restarting")
+    assert run.supervisor.restarts == 1
+    assert first is not None and not alive(first)
+
+
+def test_slow_deep_health_does_not_restart(start: Callable[..., Running], control: Path) -> None:
+    control.write_text(json.dumps({"health_generate_delay": 30}))
+    policy = replace(FAST, deep_interval=0.05, deep_timeout=0.2)
+    run = start(policy=policy)
+    wait_for(lambda: run.count("deep-slow") >= 3, "three slow deep probes")
+    assert run.supervisor.restarts == 0
+    assert "unresponsive" not in run.kinds() and "restarting" not in run.kinds()
+
+
+def test_old_server_without_ready_uses_v1_models(start: Callable[..., Running]) -> None:
+    run = start("--no-ready")
+    wait_for(lambda: run.count("ready") == 1, "readiness")
+    ready = next(e for e in run.supervisor.events if e.kind == "ready")
+    assert ready.detail["readiness"] == "/v1/models"
+    assert ready.detail["model"] == "glm-fake"
+
+
+def test_gives_up_after_max_restarts(tmp_path: Path) -> None:
+    policy = replace(FAST, max_restarts=2)
+    sup = Supervisor(
+        [sys.executable, "-c", "raise SystemExit(3)"], "http://127.0.0.1:9", policy=policy
+    )
+    from solver.errors import EndpointUnavailable
+
+    with pytest.raises(EndpointUnavailable):
+        sup.run()
+    assert [e.kind for e in sup.events].count("exited") == 3
+    assert sup.events[-1].kind == "stopped"
+
+
+def test_ctrl_c_stops_server_and_its_children(tmp_path: Path) -> None:
+    port = free_port()
+    child_file = tmp_path / "child.pid"
+    state = tmp_path / "state"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "XDG_STATE_HOME": str(state),
+        "SOLVER_ENDPOINT_FILE": str(tmp_path / "endpoint.json"),
+    }
+    code = "from solver.commands.serve import group; group()"
+    server = fake_argv(port, "--child-pid-file", str(child_file))
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-c", code, "supervise", "--url", url, "--liveness-interval", "0.1"]
+    cmd += ["--", *server]
+    proc = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        descriptor = tmp_path / "endpoint.json"
+        wait_for(descriptor.exists, "the endpoint descriptor")
+        written = json.loads(descriptor.read_text())
+        assert written["base_url"] == f"http://127.0.0.1:{port}/v1"
+        assert written["model"] == "glm-fake" and written["context_length"] == 131072
+        server_pid = int(written["pid"])
+        wait_for(child_file.exists, "the grandchild pid")
+        grandchild = int(child_file.read_text())
+        assert alive(server_pid) and alive(grandchild)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    wait_for(lambda: not alive(server_pid) and not alive(grandchild), "the tree to stop", 20)
+    assert not descriptor.exists()
+    events = (state / "olympiad-solver" / "serve" / "custom.events.jsonl").read_text()
+    assert '"event": "ready"' in events and '"event": "stopped"' in events
