@@ -1,0 +1,52 @@
+"""Protocol proxy: Claude Code (Anthropic Messages), Codex (OpenAI Responses) and Chat
+Completions tools on any of those upstreams, through the canonical events of ``solver.llm``.
+
+Public API::
+
+    load_config(path) -> ProxyConfig            # TOML file, see _config's docstring
+    quick_config(upstream, api, host=, port=)   # one provider, no file
+    build_app(config) -> Starlette              # the ASGI app (state at app.state.proxy)
+    serve(config)                               # uvicorn in the foreground
+    ProxyServer(config)                         # context manager: a thread, .url, .state
+    summarise(telemetry_path) -> list[dict]     # `solver proxy stats`
+"""
+
+from ._app import build_app
+from ._config import (
+    DEFAULT_PORT,
+    TOKEN_ENV,
+    Deadlines,
+    Price,
+    Provider,
+    ProxyConfig,
+    ProxyConfigError,
+    check_binding,
+    is_loopback,
+    load_config,
+    quick_config,
+)
+from ._server import ProxyServer, serve
+from ._signature import BRIDGE_PREFIX
+from ._state import persist_active
+from ._telemetry import RequestRecord, summarise
+
+__all__ = [
+    "BRIDGE_PREFIX",
+    "DEFAULT_PORT",
+    "TOKEN_ENV",
+    "Deadlines",
+    "Price",
+    "Provider",
+    "ProxyConfig",
+    "ProxyConfigError",
+    "ProxyServer",
+    "RequestRecord",
+    "build_app",
+    "check_binding",
+    "is_loopback",
+    "load_config",
+    "persist_active",
+    "quick_config",
+    "serve",
+    "summarise",
+]

@@ -1,0 +1,368 @@
+"""One client request through the proxy: attempts over providers, liveness, the answer.
+
+Liveness (research e.2), all always on:
+
+- the upstream gets a first-byte deadline scaled by the prompt size (long prefill sends no
+  byte, E38), then an idle deadline between reads (E09), and a wall-clock cap;
+- a stream is opened to the client at the first model output, or after ``open_after`` seconds
+  of upstream silence, whichever comes first; from then on, while the upstream deadline still
+  holds, a keepalive (Anthropic ``ping`` or an SSE comment) goes out after ``keepalive``
+  seconds of silence; pings stop the moment the upstream deadline passes (E39);
+- when a deadline passes or the upstream dies, the client gets a protocol-correct error, never
+  silence and never a fake success;
+- a client disconnect closes the upstream response at once, freeing the model's slot (E40);
+- failover to the next provider happens only while no model output reached the client.
+
+The deadlines are enforced by one watchdog task per request that reschedules the reader's
+``asyncio.timeout`` scope, so the per-chunk path costs a float store, not a timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from starlette.types import Receive, Send
+
+from solver.llm.codec import StreamDecoder
+from solver.llm.events import StreamEvent, Usage
+
+from . import _upstream
+from ._config import Provider
+from ._fronts import Emitter, Front
+from ._parse import FrontError, FrontRequest
+from ._state import ProxyState
+from ._telemetry import RequestRecord
+from ._turn import TurnEnd, TurnFailure, TurnState
+from ._wire import dumps
+
+
+class _Abort(Exception):
+    pass
+
+
+_ABORT_MESSAGES = {
+    "first_byte_timeout": "upstream sent no byte within the first-byte deadline",
+    "idle_timeout": "upstream went silent past the idle deadline",
+    "total_timeout": "the request exceeded the proxy's wall-clock limit",
+    "client_cancel": "the client went away",
+}
+
+
+class Exchange:
+    def __init__(
+        self,
+        state: ProxyState,
+        front: Front,
+        fr: FrontRequest,
+        send: Send,
+        receive: Receive,
+        record: RequestRecord,
+        response_headers: list[tuple[bytes, bytes]],
+    ) -> None:
+        self.state = state
+        self.front = front
+        self.fr = fr
+        self._send = send
+        self._receive = receive
+        self.record = record
+        self._headers = response_headers
+        self._loop = asyncio.get_running_loop()
+        self._t0 = self._loop.time()
+        self._ident = front.new_id()
+        self.emitter: Emitter = front.emitter(fr, self._ident)
+        self._lock = asyncio.Lock()
+        self._headers_sent = False
+        self._scope: asyncio.Timeout | None = None
+        self._abort = ""  # the client went away: ends everything
+        self._attempt_abort = ""  # an upstream deadline passed: ends this attempt only
+        self._estimate = 0
+        self._deadline = self._t0 + state.config.deadlines.max_wall
+        self._last_read = self._t0
+        self._first_read = False
+        self._last_write = self._t0
+        self._first_byte_budget = 0.0
+        self._attempt_t0 = self._t0
+        self._cases: set[str] = set(fr.cases)
+
+    # ------------------------------------------------------------ output
+
+    async def _start(self, status: int, content_type: bytes) -> None:
+        headers = [(b"content-type", content_type), *self._headers]
+        if content_type == b"text/event-stream":
+            headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        self._headers_sent = True
+
+    async def _write(self, data: bytes, *, more: bool = True) -> None:
+        async with self._lock:
+            if not self._headers_sent:
+                await self._start(200, b"text/event-stream")
+            await self._send({"type": "http.response.body", "body": data, "more_body": more})
+            self._last_write = self._loop.time()
+
+    async def _json(self, status: int, body: dict[str, Any]) -> None:
+        async with self._lock:
+            await self._start(status, b"application/json")
+            await self._send(
+                {"type": "http.response.body", "body": dumps(body).encode(), "more_body": False}
+            )
+        self.record.http_status = status
+
+    def _commit(self) -> None:
+        """Open the client stream (message_start / response.created / role chunk)."""
+        if not self.emitter.started:
+            self.emitter.start(Usage(input_tokens=self._estimate))
+
+    # ------------------------------------------------------------ liveness
+
+    def abort(self, reason: str) -> None:
+        if reason == "client_cancel":
+            self._abort = reason
+        elif not self._attempt_abort:
+            self._attempt_abort = reason
+        if self._scope is not None and not self._scope.expired():
+            self._scope.reschedule(self._loop.time())
+
+    def _upstream_deadline(self) -> tuple[float, str]:
+        if not self._first_read:
+            due, reason = self._attempt_t0 + self._first_byte_budget, "first_byte_timeout"
+        else:
+            due, reason = self._last_read + self.state.config.deadlines.idle, "idle_timeout"
+        if self._deadline < due:
+            return self._deadline, "total_timeout"
+        return due, reason
+
+    async def _watchdog(self) -> None:
+        limits = self.state.config.deadlines
+        while not self.emitter.ended:
+            now = self._loop.time()
+            due, reason = self._upstream_deadline()
+            if now >= due:
+                if self._scope is not None and not self._attempt_abort:
+                    self.abort(reason)
+                await asyncio.sleep(0.05)  # the next attempt (failover) sets new deadlines
+                continue
+            wake = due
+            if self.fr.stream:
+                if not self.emitter.started:
+                    open_at = self._t0 + limits.open_after
+                    if now >= open_at:
+                        self._commit()
+                        await self._write(self.emitter.take())
+                    else:
+                        wake = min(wake, open_at)
+                if self.emitter.started:
+                    ping_at = self._last_write + limits.keepalive
+                    if now >= ping_at and not self._lock.locked():
+                        await self._write(self.emitter.keepalive())
+                        self.record.pings += 1
+                        self.state.metrics.pings += 1
+                        ping_at = self._last_write + limits.keepalive
+                    wake = min(wake, ping_at)
+            await asyncio.sleep(max(wake - self._loop.time(), 0.01))
+
+    async def _listen(self) -> None:
+        while True:
+            message = await self._receive()
+            if message["type"] == "http.disconnect":
+                self.abort("client_cancel")
+                return
+
+    # ------------------------------------------------------------ attempts
+
+    async def run(self, providers: list[Provider]) -> None:
+        self._estimate = max(1, sum(len(m.plain_text()) for m in self.fr.request.messages) // 4)
+        watchdog = asyncio.create_task(self._watchdog())
+        listener = asyncio.create_task(self._listen())
+        outcome: TurnEnd | TurnFailure | None = None
+        turn: TurnState | None = None
+        try:
+            for number, provider in enumerate(providers):
+                if number:
+                    self.state.metrics.failovers += 1
+                    self._cases.add("failover")
+                self.record.attempts = number + 1
+                self.record.provider = provider.name
+                turn = TurnState(
+                    self.emitter,
+                    self.front.tool_id_prefix,
+                    self._commit if self.fr.stream else None,
+                )
+                outcome = await self._attempt(provider, turn)
+                again = (
+                    isinstance(outcome, TurnFailure)
+                    and outcome.retryable
+                    and not turn.output_started
+                    and not self._abort
+                )
+                if not again:
+                    break
+            assert outcome is not None and turn is not None
+            await self._conclude(outcome, turn)
+        except FrontError as exc:
+            await self._refuse(exc.status, exc.message)
+            self.record.status, self.record.error = "bad_request", exc.message[:300]
+        except (OSError, _Abort):
+            # the client went away (E40); the upstream response is already closed
+            self.record.status = "client_cancel"
+            self._cases.add("E40_client_cancel")
+        finally:
+            watchdog.cancel()
+            listener.cancel()
+            self._finish_record(turn)
+
+    async def _attempt(self, provider: Provider, turn: TurnState) -> TurnEnd | TurnFailure:
+        request, cases = _upstream.upstream_request(self.fr.request, provider)
+        self._cases.update(cases)
+        self.record.upstream_model = request.model
+        body = _upstream.encode(provider, request)
+        decoder = StreamDecoder(provider.api)
+        limits = self.state.config.deadlines
+        self._attempt_t0 = self._loop.time()
+        self._first_read = False
+        self._attempt_abort = ""
+        self._first_byte_budget = limits.first_byte_for(len(body) // 4)
+        assert self.state.clients is not None
+        client = self.state.clients.client(provider)
+        http_request = client.build_request(
+            "POST",
+            _upstream.url(provider),
+            content=body,
+            headers=_upstream.headers(provider, self.record.request_id),
+        )
+        response: httpx.Response | None = None
+        try:
+            async with asyncio.timeout(None) as scope:
+                self._scope = scope
+                if self._abort:
+                    raise _Abort()
+                response = await client.send(http_request, stream=True)
+                if response.status_code >= 400:
+                    return await _upstream.status_failure(response, provider)
+                content_type = response.headers.get("content-type", "")
+                if "text/event-stream" not in content_type:
+                    self._cases.add("E20_json_for_stream")
+                    data = await response.aread()
+                    self._first_read = True
+                    await self._deliver(decoder.body(data), turn)
+                else:
+                    async for raw in response.aiter_raw():
+                        self._last_read = self._loop.time()
+                        self._first_read = True
+                        events = decoder.feed(raw)
+                        if events:
+                            await self._deliver(events, turn)
+                        if decoder.finished:
+                            break
+                    else:
+                        await self._deliver(decoder.close(), turn)
+        except TimeoutError:
+            if self._abort:
+                raise _Abort() from None
+            reason = self._attempt_abort or "total_timeout"
+            retryable = reason != "total_timeout"
+            await self._deliver(
+                decoder.fail(reason, _ABORT_MESSAGES[reason], retryable=retryable), turn
+            )
+        except httpx.HTTPError as exc:
+            connected = response is not None
+            kind = "reset" if connected else "connect"
+            message = f"upstream {provider.name}: {type(exc).__name__}: {exc}"[:300]
+            key = provider.api_key()
+            if key:
+                message = message.replace(key, "***")
+            await self._deliver(decoder.fail(kind, message, retryable=True), turn)
+        finally:
+            self._scope = None
+            if response is not None:
+                await response.aclose()
+            self._cases.update(decoder.cases)
+        return turn.end()
+
+    async def _deliver(self, events: list[StreamEvent], turn: TurnState) -> None:
+        for event in events:
+            turn.feed(event)
+        emitter = self.emitter
+        if not turn.output_started:
+            return
+        if self.record.ttfb_ms is None:
+            self.record.ttfb_ms = (self._loop.time() - self._t0) * 1000
+            self.state.metrics.observe_ttfb(self.record.ttfb_ms / 1000)
+        if not self.fr.stream:
+            emitter.take()  # only the blocks matter for a JSON answer
+            return
+        data = emitter.take()
+        if data:
+            await self._write(data)
+
+    async def _conclude(self, outcome: TurnEnd | TurnFailure, turn: TurnState) -> None:
+        emitter = self.emitter
+        record = self.record
+        self._cases.update(turn.cases)
+        usage = outcome.usage if isinstance(outcome, TurnEnd) else turn.usage
+        record.input_tokens = usage.input_tokens
+        record.cached_tokens = usage.cached_tokens
+        record.output_tokens = usage.output_tokens
+        record.reasoning_tokens = usage.reasoning_tokens
+        if isinstance(outcome, TurnEnd):
+            record.status = "truncated" if outcome.reason == "length" else "success"
+            if self.fr.stream:
+                self._commit()
+                emitter.finish(outcome)
+                await self._write(emitter.take(), more=False)
+            else:
+                emitter.take()
+                body = self.front.render(self.fr, self._ident, emitter, turn.blocks, outcome)
+                await self._json(200, body)
+            return
+        record.status = {
+            "idle_timeout": "upstream_idle",
+            "first_byte_timeout": "upstream_idle",
+        }.get(outcome.kind, "upstream_error")
+        record.error = outcome.message[:300]
+        if self.fr.stream and emitter.started:
+            emitter.fail(outcome)
+            await self._write(emitter.take(), more=False)
+            record.http_status = 200
+        else:
+            status = self.front.failure_status(outcome)
+            await self._json(status, self.front.error_body(status, outcome.message))
+
+    async def _refuse(self, status: int, message: str) -> None:
+        if self._headers_sent:
+            self.emitter.fail(TurnFailure("bad_request", message, status))
+            await self._write(self.emitter.take(), more=False)
+        else:
+            await self._json(status, self.front.error_body(status, message))
+
+    def _finish_record(self, turn: TurnState | None) -> None:
+        record = self.record
+        record.duration_ms = (self._loop.time() - self._t0) * 1000
+        if turn is not None:
+            self._cases.update(turn.cases)
+        record.cases = ",".join(sorted(self._cases))
+        metrics = self.state.metrics
+        for case in self._cases:
+            metrics.cases[(case,)] += 1
+        metrics.requests[(self.front.name, record.provider, record.status)] += 1
+        for kind, value in (
+            ("input", record.input_tokens),
+            ("cached", record.cached_tokens),
+            ("output", record.output_tokens),
+            ("reasoning", record.reasoning_tokens),
+        ):
+            if value:
+                metrics.tokens[(record.provider, record.model, kind)] += value
+        if record.provider:
+            price = self.state.config.provider(record.provider).price
+            record.cost_usd = price.cost(
+                record.input_tokens, record.cached_tokens, record.output_tokens
+            )
+        self.state.record(record)
+
+
+def started_at() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")

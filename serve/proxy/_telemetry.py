@@ -1,0 +1,170 @@
+"""Per-request telemetry in SQLite, written off the streaming path (research e.4).
+
+The request handler fills a :class:`RequestRecord` and hands it to :meth:`TelemetryWriter.put`
+(a queue append); a background thread batches the inserts, so no request ever waits on SQLite.
+API keys are never part of a record; request bodies only when ``store_bodies`` is set.
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+from dataclasses import astuple, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+    request_id TEXT PRIMARY KEY,
+    client_request_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    client_protocol TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    upstream_model TEXT NOT NULL,
+    stream INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    ttfb_ms REAL,
+    duration_ms REAL NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    cached_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    reasoning_tokens INTEGER NOT NULL,
+    cost_usd REAL NOT NULL,
+    status TEXT NOT NULL,
+    http_status INTEGER NOT NULL,
+    error TEXT NOT NULL,
+    cases TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    pings INTEGER NOT NULL,
+    request_body BLOB
+);
+CREATE INDEX IF NOT EXISTS requests_started ON requests (started_at);
+"""
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """One client request. ``status``: success | truncated | upstream_error | upstream_idle |
+    client_cancel | bad_request | no_route (research e.4 outcome enum, plus the 4xx ones)."""
+
+    request_id: str
+    client_request_id: str = ""
+    session_id: str = ""
+    client_protocol: str = ""
+    provider: str = ""
+    model: str = ""
+    upstream_model: str = ""
+    stream: bool = False
+    started_at: str = ""
+    ttfb_ms: float | None = None
+    duration_ms: float = 0.0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float = 0.0
+    status: str = "success"
+    http_status: int = 200
+    error: str = ""
+    cases: str = ""
+    attempts: int = 0
+    pings: int = 0
+    request_body: bytes | None = field(default=None, repr=False)
+
+
+_COLUMNS = [f.name for f in fields(RequestRecord)]
+_INSERT = (
+    f"INSERT OR REPLACE INTO requests ({', '.join(_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _COLUMNS)})"
+)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.executescript(SCHEMA)
+    return db
+
+
+class TelemetryWriter:
+    """Owns the database connection in its own thread. ``close`` drains and joins."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._queue: queue.SimpleQueue[RequestRecord | None] = queue.SimpleQueue()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        connect(path).close()  # fail early (bad path, read-only dir) in the caller's thread
+        self._thread = threading.Thread(target=self._run, name="proxy-telemetry", daemon=True)
+        self._thread.start()
+
+    def put(self, record: RequestRecord) -> None:
+        self._queue.put(record)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        db = connect(self.path)
+        try:
+            while True:
+                item = self._queue.get()
+                batch = [item]
+                while True:
+                    try:
+                        batch.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                rows = [astuple(r) for r in batch if r is not None]
+                if rows:
+                    with db:
+                        db.executemany(_INSERT, rows)
+                if any(r is None for r in batch):
+                    return
+        finally:
+            db.close()
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summarise(path: Path) -> list[dict[str, Any]]:
+    """One row per (provider, model): requests, errors, p50/p99 TTFB, tokens and cost."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = db.execute(
+            "SELECT provider, model, status, ttfb_ms, input_tokens, cached_tokens, "
+            "output_tokens, reasoning_tokens, cost_usd, duration_ms FROM requests"
+        ).fetchall()
+    finally:
+        db.close()
+    groups: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+    for row in rows:
+        groups.setdefault((row[0], row[1]), []).append(row)
+    out = []
+    for (provider, model), items in sorted(groups.items()):
+        ttfb = [r[3] for r in items if r[3] is not None]
+        out.append(
+            {
+                "provider": provider,
+                "model": model,
+                "requests": len(items),
+                "errors": sum(1 for r in items if r[2] != "success"),
+                "ttfb_p50_ms": _percentile(ttfb, 0.5),
+                "ttfb_p99_ms": _percentile(ttfb, 0.99),
+                "input_tokens": sum(r[4] for r in items),
+                "cached_tokens": sum(r[5] for r in items),
+                "output_tokens": sum(r[6] for r in items),
+                "reasoning_tokens": sum(r[7] for r in items),
+                "cost_usd": sum(r[8] for r in items),
+                "duration_s": sum(r[9] for r in items) / 1000,
+            }
+        )
+    return out

@@ -1,0 +1,51 @@
+"""Small byte-level helpers shared by the three front emitters: JSON text, SSE frames, ids."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON; U+2028/U+2029 are escaped so line-splitting clients keep frames whole (E43)."""
+    text = orjson.dumps(value).decode()
+    if "\u2028" in text or "\u2029" in text:
+        text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return text
+
+
+def json_str(text: str) -> str:
+    """A JSON string literal for ``text`` (the hot path of every delta)."""
+    return dumps(text)
+
+
+def sse_event(name: str, payload: str) -> bytes:
+    return f"event: {name}\ndata: {payload}\n\n".encode()
+
+
+def sse_data(payload: str) -> bytes:
+    return f"data: {payload}\n\n".encode()
+
+
+KEEPALIVE_COMMENT = b": keepalive\n\n"
+DONE = b"data: [DONE]\n\n"
+
+
+def short_id(prefix: str) -> str:
+    return prefix + os.urandom(12).hex()
+
+
+def uuid7() -> str:
+    """A time-ordered UUID (version 7): sortable correlation ids without a central counter."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
