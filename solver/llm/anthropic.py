@@ -23,7 +23,7 @@ from solver.llm.events import (
     ToolResultPart,
     Usage,
 )
-from solver.llm.normalize import EventBuilder
+from solver.llm.normalize import SHAPE_ERRORS, EventBuilder
 from solver.llm.sse import loads_payload
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicDecoder", "encode_anthropic"]
@@ -150,8 +150,12 @@ class AnthropicDecoder:
             self.builder.end(clean=False)
             return
         for value in values:
-            if isinstance(value, dict):
-                self.event(value)
+            try:
+                if isinstance(value, dict):
+                    self.event(value)
+            except SHAPE_ERRORS as exc:
+                self.builder.malformed(exc)
+                return
 
     def event(self, value: dict[str, Any]) -> None:
         builder = self.builder

@@ -24,7 +24,7 @@ from solver.llm.events import (
     ToolResultPart,
     Usage,
 )
-from solver.llm.normalize import EventBuilder
+from solver.llm.normalize import SHAPE_ERRORS, EventBuilder
 from solver.llm.sse import loads_payload
 
 __all__ = ["ChatDecoder", "encode_chat", "usage_from_chat"]
@@ -171,8 +171,12 @@ class ChatDecoder:
             builder.end(clean=False)
             return
         for value in values:
-            if isinstance(value, dict):
-                self.chunk(value)
+            try:
+                if isinstance(value, dict):
+                    self.chunk(value)
+            except SHAPE_ERRORS as exc:
+                self.builder.malformed(exc)
+                return
 
     def chunk(self, chunk: dict[str, Any]) -> None:
         builder = self.builder

@@ -26,7 +26,8 @@ from tenacity import (
     retry_if_exception,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
+    wait_exponential,
+    wait_random,
 )
 from tenacity.stop import stop_base
 
@@ -116,9 +117,9 @@ class _Wait:
     """Backoff with jitter, or the server's Retry-After (capped at ``max_wait``)."""
 
     def __init__(self, policy: RetryPolicy) -> None:
-        self._backoff = wait_exponential_jitter(
-            initial=policy.initial_wait, max=policy.max_wait, jitter=policy.initial_wait
-        )
+        # exponential from initial_wait, plus up to initial_wait of jitter
+        self._backoff = wait_exponential(multiplier=policy.initial_wait, max=policy.max_wait)
+        self._jitter = wait_random(0, policy.initial_wait)
         self._max = policy.max_wait
 
     def __call__(self, state: RetryCallState) -> float:
@@ -126,7 +127,7 @@ class _Wait:
         error = outcome.exception() if outcome is not None else None
         if isinstance(error, HTTPStatusError) and error.retry_after is not None:
             return min(error.retry_after, self._max)
-        return float(self._backoff(state))
+        return min(float(self._backoff(state) + self._jitter(state)), self._max)
 
 
 class ModelClient:

@@ -15,7 +15,7 @@ import orjson
 from solver.llm.anthropic import AnthropicDecoder, encode_anthropic
 from solver.llm.chat import ChatDecoder, encode_chat
 from solver.llm.events import Api, Message, Request, StreamError, StreamEvent, ToolSpec
-from solver.llm.normalize import EventBuilder
+from solver.llm.normalize import SHAPE_ERRORS, EventBuilder
 from solver.llm.responses import ResponsesDecoder, encode_responses
 from solver.llm.sse import SSEDecoder
 
@@ -157,7 +157,10 @@ class StreamDecoder:
             return self.fail("malformed", f"malformed JSON body: {exc}", retryable=True)
         if not isinstance(value, dict):
             return self.fail("malformed", "the response body is not a JSON object", retryable=True)
-        self._decoder.body(value)
+        try:
+            self._decoder.body(value)
+        except SHAPE_ERRORS as exc:
+            self._builder.malformed(exc)
         return self._builder.drain()
 
     @property

@@ -32,7 +32,11 @@ from solver.llm.events import (
     Usage,
 )
 
-__all__ = ["EventBuilder", "map_finish_reason"]
+__all__ = ["SHAPE_ERRORS", "EventBuilder", "map_finish_reason"]
+
+# What a JSON value of an unexpected shape raises inside a decoder (a list where an object was
+# expected, a number where a string was): the stream is malformed, never a crash.
+SHAPE_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError)
 
 _OPEN_TAG = "<think>"
 _CLOSE_TAG = "</think>"
@@ -90,6 +94,8 @@ class EventBuilder:
     # ------------------------------------------------------------ deltas
 
     def reasoning(self, text: str) -> None:
+        if type(text) is not str:
+            raise TypeError(f"reasoning delta is {type(text).__name__}, not a string")
         if self._finish is not None or self.closed:
             self.cases.add("E10_after_finish")
             return
@@ -99,9 +105,11 @@ class EventBuilder:
 
     def signature(self, signature: str) -> None:
         if not self.closed and signature:
-            self.out.append(ReasoningSignature(signature))
+            self.out.append(ReasoningSignature(str(signature)))
 
     def text(self, text: str) -> None:
+        if type(text) is not str:
+            raise TypeError(f"text delta is {type(text).__name__}, not a string")
         if self._finish is not None or self.closed:
             self.cases.add("E10_after_finish")
             return
@@ -144,9 +152,23 @@ class EventBuilder:
             self.cases.add("E10_after_finish")
             return
         self._flush_tag_hold()
+        if type(arguments) is not str:
+            raise TypeError(f"tool arguments are {type(arguments).__name__}, not a string")
         self._saw_tool = True
         self._reasoning_held = None
-        self.out.append(ToolCallDelta(index=index, id=id, name=name, arguments=arguments))
+        self.out.append(
+            ToolCallDelta(
+                index=index,
+                id=None if id is None else str(id),
+                name=None if name is None else str(name),
+                arguments=arguments,
+            )
+        )
+
+    def malformed(self, exc: BaseException) -> None:
+        """A value of the wrong shape: the stream ends as malformed (retryable)."""
+        self.error("malformed", f"unexpected shape in stream: {exc!r}", retryable=True)
+        self.end(clean=False)
 
     def usage(self, usage: Usage) -> None:
         if not self.closed:

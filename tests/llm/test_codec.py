@@ -1,0 +1,130 @@
+"""Request encoding: deterministic bytes, parameters round trip, protocol mapping."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from solver.llm import (
+    Message,
+    Request,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+    ToolSpec,
+    UnsupportedRequest,
+    decode_body,
+    encode_request,
+    fold_events,
+    request_from_params,
+    request_params,
+)
+
+TOOL = ToolSpec("calc", "evaluate", {"type": "object", "properties": {"x": {"type": "string"}}})
+CONVERSATION = (
+    Message.text("system", "Be exact."),
+    Message.text("user", "Compute 2+2 with the tool."),
+    Message(
+        "assistant",
+        (ThinkingPart("use calc", signature=""), ToolCallPart("call_1", "calc", '{"x":"2+2"}')),
+    ),
+    Message("tool", (ToolResultPart("call_1", "4"),)),
+)
+FULL = Request(
+    model="glm-4.6",
+    messages=CONVERSATION,
+    max_tokens=512,
+    temperature=0.6,
+    top_p=0.95,
+    stop=("</proof>",),
+    seed=7,
+    reasoning=True,
+    tools=(TOOL,),
+    tool_choice="auto",
+    extra=(("cache_prompt", False),),
+)
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_encoding_is_deterministic_compact_and_sorted(api: str) -> None:
+    request = Request(model="m", messages=CONVERSATION, max_tokens=10, tools=(TOOL,))
+    first = encode_request(api, request)  # type: ignore[arg-type]
+    assert first == encode_request(api, request)  # type: ignore[arg-type]
+    parsed = json.loads(first)
+    assert list(parsed) == sorted(parsed)
+    assert b": " not in first and b", " not in first
+
+
+def test_params_round_trip_rebuilds_the_same_bytes() -> None:
+    params = json.loads(json.dumps(request_params(FULL)))
+    again = request_from_params(FULL.messages, params)
+    assert again == FULL
+    assert encode_request("chat", again) == encode_request("chat", FULL)
+
+
+def test_chat_encoding_glm() -> None:
+    body = json.loads(encode_request("chat", FULL))
+    assert body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["stop"] == ["</proof>"] and body["seed"] == 7 and body["cache_prompt"] is False
+    assistant = body["messages"][2]
+    assert assistant["reasoning_content"] == "use calc"
+    assert assistant["tool_calls"][0]["function"] == {"name": "calc", "arguments": '{"x":"2+2"}'}
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "call_1", "content": "4"}
+
+
+def test_anthropic_encoding() -> None:
+    request = Request(
+        model="m",
+        messages=CONVERSATION,
+        max_tokens=4096,
+        stop=("END",),
+        reasoning=True,
+        tools=(TOOL,),
+        tool_choice="required",
+    )
+    body = json.loads(encode_request("anthropic", request))
+    assert body["system"] == "Be exact."
+    assert body["stop_sequences"] == ["END"]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 3072}
+    assert body["tool_choice"] == {"type": "any"}
+    assistant = body["messages"][1]
+    # unsigned thinking is dropped (E27); the tool call becomes tool_use with parsed input
+    assert assistant["content"] == [
+        {"type": "tool_use", "id": "call_1", "name": "calc", "input": {"x": "2+2"}}
+    ]
+    assert body["messages"][2]["content"][0]["tool_use_id"] == "call_1"
+    signed = Message("assistant", (ThinkingPart("t", signature="EqQB"), TextPart("a")))
+    kept = json.loads(encode_request("anthropic", Request("m", (signed,), 10)))
+    assert kept["messages"][0]["content"][0] == {
+        "type": "thinking",
+        "thinking": "t",
+        "signature": "EqQB",
+    }
+
+
+def test_responses_encoding_and_refusals() -> None:
+    request = Request(model="m", messages=CONVERSATION, max_tokens=99, tools=(TOOL,))
+    body = json.loads(encode_request("responses", request))
+    assert body["max_output_tokens"] == 99
+    kinds = [item.get("type") for item in body["input"]]
+    assert kinds == ["message", "message", "function_call", "function_call_output"]
+    with pytest.raises(UnsupportedRequest):
+        encode_request("responses", Request("m", CONVERSATION, 9, stop=("x",)))
+    with pytest.raises(UnsupportedRequest):
+        encode_request("anthropic", Request("m", CONVERSATION, 9, seed=1))
+
+
+def test_non_stream_bodies() -> None:
+    chat = (
+        b'{"id":"a","choices":[{"index":0,"message":{"role":"assistant","content":'
+        b'"<think>hm</think>ok","tool_calls":[{"id":"c","type":"function","function":'
+        b'{"name":"f","arguments":"{}"}}]},"finish_reason":"stop"}],'
+        b'"usage":{"prompt_tokens":5,"completion_tokens":2}}'
+    )
+    done = fold_events(decode_body("chat", chat))
+    assert (done.text, done.reasoning, done.finish_reason) == ("ok", "hm", "tool_calls")
+    broken = fold_events(decode_body("anthropic", b"{not json"))
+    assert broken.finish_reason == "error" and broken.raw_finish_reason == "malformed"
