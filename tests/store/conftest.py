@@ -51,18 +51,21 @@ def build_run(run_dir: Path, key: Path | None = None, *, seal_every: int = 4) ->
     name them, a final proof, run.finished and (with a key) seals and an attestation."""
     with RunStore.create(run_dir, MANIFEST, signing_key=key, seal_every=seal_every) as store:
         store.set_session(1)
-        store.append("session.started", {"session": 1, "reason": "fresh"})
+        store.append("test.session", {"session": 1})
         prompt = store.put_blob(b"You are the generator. Prove: {{ problem }}")
         request = store.put_blob(b'{"messages":[{"role":"user","content":"Prove it."}]}')
-        store.append("context.built", {"call_id": "c1", "messages": prompt.as_ref()})
-        store.append("llm.started", {"call_id": "c1", "request": request.as_ref()})
+        store.append("test.context", {"call_id": "c1", "messages": prompt.as_ref()})
+        store.append("test.request", {"call_id": "c1", "request": request.as_ref()})
         with store.blob_writer() as writer:
             for index in range(40):
                 writer.write(b'data: {"delta": "%d"}\n\n' % index)
             response = writer.commit()
-        store.append("llm.completed", {"call_id": "c1", "response": response.as_ref()})
+        store.append("test.response", {"call_id": "c1", "response": response.as_ref()})
         proof = store.write_final("proof.md", "# Proof\n\nBy induction … ∎\n".encode())
-        store.append("run.finished", {"outcome": "solved", "final": {"proof.md": proof.as_ref()}})
+        store.append(
+            "run.finished",
+            {"outcome": "solved", "final": {"proof.md": proof.as_ref()}, "summary": {}},
+        )
         store.finish_attestation({"proof.md": proof})
     return BuiltRun(run_dir, prompt, request, response, proof)
 

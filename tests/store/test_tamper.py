@@ -60,7 +60,7 @@ def _edit_data(line: bytes, **changes: object) -> bytes:
 
 def test_edited_journal_line_names_the_line(signed_run: BuiltRun) -> None:
     lines = journal_lines(signed_run.path)
-    assert json.loads(lines[2])["type"] == "context.built"
+    assert json.loads(lines[2])["type"] == "test.context"
     lines[2] = _edit_data(lines[2], call_id="c2")
     write_lines(signed_run.path, lines)
     report = audit_store(signed_run.path)
@@ -137,7 +137,7 @@ def test_removed_blob_names_the_records_that_need_it(signed_run: BuiltRun) -> No
     started = next(
         json.loads(line)
         for line in journal_lines(signed_run.path)
-        if json.loads(line)["type"] == "llm.started"
+        if json.loads(line)["type"] == "test.request"
     )
     assert bad[0].where == f"journal.jsonl seq {started['seq']}"
     assert signed_run.request.digest in bad[0].detail
