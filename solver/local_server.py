@@ -86,6 +86,7 @@ def server_argv(
         # One slot: requests never share a batch, so temperature-0 output is reproducible.
         "--parallel",
         "1",
+        "--no-webui",  # an API server only
     ]
 
 
