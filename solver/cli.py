@@ -27,3 +27,7 @@ def main() -> None:
 
 for command in (solve, resume, status, audit, config, keys, schema, problem, local):
     main.add_command(command)
+
+
+if __name__ == "__main__":
+    main()

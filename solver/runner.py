@@ -17,10 +17,15 @@ from solver.config import ResolvedSettings, Settings
 from solver.endpoint_file import read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound
 from solver.identity import code_identity, host_name, new_run_id, utc_now, utc_stamp
-from solver.llm import Deadlines, Endpoint, ModelClient, RetryPolicy, ServerInfo
-from solver.llm.errors import TransportError
+from solver.llm import Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.contexts import ContextBuilder
-from solver.loop.engine import Engine, Progress, Recorder, monotonic_elapsed
+from solver.loop.engine import (
+    Engine,
+    Progress,
+    Recorder,
+    monotonic_elapsed,
+    wait_for_endpoint,
+)
 from solver.loop.finish import write_finish
 from solver.loop.policy import PolicyConfig
 from solver.loop.state import RunState
@@ -146,24 +151,6 @@ def build_manifest(
     }
 
 
-async def _probe(client: ModelClient, wait_s: float) -> ServerInfo:
-    """Probe the endpoint, retrying with backoff for up to ``wait_s`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    delay = 1.0
-    while True:
-        try:
-            return await client.probe()
-        except TransportError as exc:
-            if loop.time() + delay > deadline:
-                raise EndpointUnavailable(
-                    f"the model endpoint did not answer for {wait_s:g} s ({exc}); "
-                    "the run is kept and can be resumed with `solver resume`"
-                ) from None
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 30.0)
-
-
 def _records(records: Iterator[Record]) -> Iterator[tuple[Any, str]]:
     for rec in records:
         typed = parse_loop_record(rec.type, rec.v, rec.data)
@@ -234,7 +221,7 @@ async def _drive(
     try:
         async with ModelClient(endpoint, deadlines=deadlines, retry=retry) as client:
             try:
-                info = await _probe(client, settings.retry.endpoint_wait_s)
+                info = await wait_for_endpoint(client, settings.retry.endpoint_wait_s)
             except EndpointUnavailable as exc:
                 end("endpoint_unavailable", str(exc))
                 raise
@@ -275,6 +262,7 @@ async def _drive(
                 concurrency=settings.concurrency,
                 progress=progress,
                 elapsed=elapsed,
+                endpoint_wait_s=settings.retry.endpoint_wait_s,
             )
             if state.phase != "finished":
                 finish = await engine.run()

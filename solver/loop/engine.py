@@ -16,9 +16,11 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
+from solver.errors import EndpointUnavailable
 from solver.llm import (
+    Api,
     AttemptEnd,
     AttemptStart,
     Completion,
@@ -27,11 +29,15 @@ from solver.llm import (
     ModelClient,
     ReasoningDelta,
     Request,
+    ServerInfo,
     StreamEvent,
     TextDelta,
+    decode_body,
+    decode_stream,
+    fold_events,
     request_params,
 )
-from solver.llm.errors import TransportError
+from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportError
 from solver.loop.contexts import ContextBuilder
 from solver.loop.policy import Finish, PolicyConfig, decide
 from solver.loop.state import CallState, RunState
@@ -190,7 +196,10 @@ class Engine:
         concurrency: int,
         progress: Progress,
         elapsed: Callable[[], float],
+        endpoint_wait_s: float = 600.0,
     ) -> None:
+        self.endpoint_wait_s = endpoint_wait_s
+        self._endpoint_back: asyncio.Lock = asyncio.Lock()
         self.recorder = recorder
         self.state = recorder.state
         self.client = client
@@ -249,8 +258,13 @@ class Engine:
             task.result()  # a bug in the engine surfaces here, never silently
 
     def _reissue_unfinished(self) -> None:
+        """Calls a former session left in flight: one whose response was recorded is finished
+        from those bytes; one whose attempt was open is marked abandoned and issued again."""
         for call in list(self.state.calls.values()):
             if call.status != "planned":
+                continue
+            if call.response_blob is not None and call.open_attempt is None:
+                self._complete(call, self._recorded_completion(call))
                 continue
             if call.open_attempt is not None:
                 self.recorder.append(
@@ -261,6 +275,14 @@ class Engine:
                     )
                 )
             self._start(call.call_id)
+
+    def _recorded_completion(self, call: CallState) -> Completion:
+        assert call.response_blob is not None
+        raw = self.recorder.store.read_blob(call.response_blob)
+        api = cast(Api, call.response_api)
+        if call.response_streamed:
+            return fold_events(decode_stream(api, [raw]))
+        return fold_events(decode_body(api, raw))
 
     def _start(self, call_id: str) -> None:
         if call_id in self.tasks:
@@ -304,25 +326,35 @@ class Engine:
             messages=tuple(Message.text(role, text) for role, text in built.messages),  # type: ignore[arg-type]
             **self.sampling(call.role),
         )
-        observer = CallObserver(self.recorder, call.call_id, self.api, self.progress)
-        try:
-            completion = await self.client.complete(request, observer)
-        except TransportError as exc:
-            observer.abort_open()
-            self.recorder.append(
-                CallFailed(
-                    call_id=call.call_id,
-                    role=call.role,
-                    error_kind=type(exc).__name__,
-                    message=str(exc),
-                )
-            )
-            self.progress.call_finished(call)
-            return
-        except BaseException:
-            observer.abort_open()
-            raise
+        while True:
+            observer = CallObserver(self.recorder, call.call_id, self.api, self.progress)
+            try:
+                completion = await self.client.complete(request, observer)
+                break
+            except TransportError as exc:
+                observer.abort_open()
+                if not _endpoint_down(exc):
+                    self._fail(call, exc)
+                    return
+            except BaseException:
+                observer.abort_open()
+                raise
+            # The endpoint went away: wait for it (raising EndpointUnavailable after the
+            # configured time, which ends the session resumable), then ask again.
+            async with self._endpoint_back:
+                await wait_for_endpoint(self.client, self.endpoint_wait_s)
         self._complete(call, completion)
+        self.progress.call_finished(call)
+
+    def _fail(self, call: CallState, exc: TransportError) -> None:
+        self.recorder.append(
+            CallFailed(
+                call_id=call.call_id,
+                role=call.role,
+                error_kind=type(exc).__name__,
+                message=str(exc),
+            )
+        )
         self.progress.call_finished(call)
 
     def _complete(self, call: CallState, completion: Completion) -> None:
@@ -352,6 +384,30 @@ class Engine:
         )
         for artifact in result.artifacts:
             self.recorder.append(artifact)
+
+
+def _endpoint_down(exc: TransportError) -> bool:
+    if isinstance(exc, EndpointUnreachable):
+        return True
+    return isinstance(exc, HTTPStatusError) and exc.status in (502, 503, 504)
+
+
+async def wait_for_endpoint(client: ModelClient, wait_s: float) -> ServerInfo:
+    """Probe until the endpoint answers, backing off, for at most ``wait_s`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    delay = 0.5
+    while True:
+        try:
+            return await client.probe()
+        except TransportError as exc:
+            if loop.time() + delay > deadline:
+                raise EndpointUnavailable(
+                    f"the model endpoint did not answer for {wait_s:g} s ({exc}); "
+                    "the run is kept and can be continued with `solver resume`"
+                ) from None
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
 
 
 def monotonic_elapsed(prior_s: float) -> Callable[[], float]:

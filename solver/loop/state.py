@@ -50,6 +50,12 @@ class CallState:
     facts: dict[str, Any] = field(default_factory=dict)
     output_blob: str | None = None
     tokens: int = 0
+    # The raw response of an attempt that completed; a call killed after this is finished
+    # from the recorded bytes on resume, never paid for twice.
+    response_blob: str | None = None
+    response_api: str = ""
+    response_streamed: bool = True
+    attempt_streams: dict[int, tuple[str, bool]] = field(default_factory=dict)
 
 
 @dataclass
@@ -163,9 +169,19 @@ class RunState:
             call = self.calls[record.call_id]
             call.attempts = max(call.attempts, record.attempt)
             call.open_attempt = record.attempt
+            call.attempt_streams[record.attempt] = (
+                record.api,
+                bool(record.params.get("stream", True)),
+            )
         elif isinstance(record, LlmCompleted | LlmFailed):
-            self.calls[record.call_id].open_attempt = None
-            self._count_usage(self.calls[record.call_id], record.usage)
+            call = self.calls[record.call_id]
+            call.open_attempt = None
+            self._count_usage(call, record.usage)
+            if isinstance(record, LlmCompleted):
+                call.response_blob = record.response.blob
+                call.response_api, call.response_streamed = call.attempt_streams.get(
+                    record.attempt, ("chat", True)
+                )
         elif isinstance(record, LlmAbandoned):
             self.calls[record.call_id].open_attempt = None
         elif isinstance(record, CallCompleted):

@@ -1,0 +1,5 @@
+"""`python -m solver` is `solver`."""
+
+from solver.cli import main
+
+main()
