@@ -78,7 +78,7 @@ def chaos(workdir: Path, kills: int, seed: int) -> tuple[Path, int]:
                     done += 1
                     proc = spawn(["resume", str(run_dir), "--json"], workdir)
                 continue
-            out, err = proc.communicate()
+            _out, err = proc.communicate()
             if proc.returncode == 0:
                 return run_dir, done
             if not (run_dir / "MANIFEST.json").exists():  # killed before the run existed
@@ -127,7 +127,7 @@ def test_signal_interrupts_and_resume_finishes(workdir: Path, sig: signal.Signal
             if '"call.started"' in line:
                 break
         os.killpg(proc.pid, sig)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err
         assert "resume" in err
         status = run(["status", str(run_dir), "--json"], workdir)
@@ -184,7 +184,7 @@ def test_endpoint_disappears_mid_run_and_comes_back(workdir: Path) -> None:
     fake.__exit__(None, None, None)  # the endpoint goes away ...
     time.sleep(3.0)
     with FakeEndpoint(scripts.slow(0.01), port=port):  # ... and comes back
-        out, err = proc.communicate(timeout=120)
+        _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     audit_ok(run_dir)
     assert result_of(run_dir)["outcome"] == "solved"
