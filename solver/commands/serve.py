@@ -219,3 +219,105 @@ def _json_out(payload: Any, path: Path | None) -> None:
         click.echo(text)
     else:
         path.write_text(text + "\n", encoding="utf-8")
+
+
+def _endpoint_or_descriptor(endpoint: str | None) -> str:
+    from solver.endpoint_file import read_descriptor
+    from solver.errors import InputError
+
+    if endpoint:
+        return endpoint
+    desc = read_descriptor()
+    if desc is None:
+        raise InputError("no --endpoint given and no running server recorded (solver serve up)")
+    return desc.base_url
+
+
+def _api_key(name: str | None) -> str | None:
+    import os
+
+    from solver.errors import InputError
+
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise InputError(f"--api-key-env {name}: that environment variable is empty")
+    return value
+
+
+def _int_list(text: str, option: str) -> tuple[int, ...]:
+    from solver.errors import InputError
+
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"{option} {text!r}: expected comma-separated integers") from None
+    if not values or any(v < 1 for v in values):
+        raise InputError(f"{option} {text!r}: expected positive integers")
+    return values
+
+
+@group.command("check")
+@click.option("--endpoint", default=None, help="Base URL (default: the running `serve up`).")
+@click.option("--baseline", type=click.Path(path_type=Path), default=None,
+              help="A saved report to compare with; regressions fail the check.")  # fmt: skip
+@click.option("--save-baseline", type=click.Path(path_type=Path), default=None,
+              help="Write this run's report as a baseline.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--repeats", type=click.IntRange(2, 50), default=3, show_default=True)
+@click.option("--batch-sizes", default="4,8", show_default=True)
+@click.option("--chain-steps", type=click.IntRange(10, 5000), default=300, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(256), default=32768, show_default=True)
+@click.option("--context-length", type=click.IntRange(512), default=None,
+              help="Override the served context length the recall probes scale to.")  # fmt: skip
+@click.option("--model", default=None, help="Model name (default: the first of /v1/models).")
+@click.option("--api-key-env", default=None, metavar="NAME")
+@click.option("--timeout", type=float, default=1800.0, show_default=True,
+              help="Seconds allowed per request.")  # fmt: skip
+@reports_errors
+def check_command(
+    endpoint: str | None,
+    baseline: Path | None,
+    save_baseline: Path | None,
+    as_json: bool,
+    repeats: int,
+    batch_sizes: str,
+    chain_steps: int,
+    max_tokens: int,
+    context_length: int | None,
+    model: str | None,
+    api_key_env: str | None,
+    timeout: float,
+) -> None:
+    """Canary probes for numerics that pass short prompts and fail long reasoning."""
+    from serve.canary import (
+        CanaryOptions,
+        compare,
+        load_baseline,
+        render_table,
+        run_canary,
+    )
+
+    old = load_baseline(baseline) if baseline is not None else None
+    options = CanaryOptions(
+        repeats=repeats,
+        batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
+        chain_steps=chain_steps,
+        max_tokens=max_tokens,
+        context_length=context_length,
+        model=model,
+        api_key=_api_key(api_key_env),
+        timeout=timeout,
+    )
+    report = run_canary(_endpoint_or_descriptor(endpoint), options)
+    if old is not None:
+        report.regressions = compare(report, old)
+    if save_baseline is not None:
+        _json_out(report.as_json(), save_baseline)
+    if as_json:
+        _json_out(report.as_json(), None)
+    else:
+        click.echo(render_table(report))
+    if not report.passed:
+        sys.exit(1)

@@ -1,0 +1,78 @@
+"""The `solver serve` verbs through click: output, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from solver.commands.serve import group
+from tests.fakes.fake_endpoint import FakeEndpoint
+from tests.serve import canary_brain as brain
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(group, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_recipes_lists_every_recipe() -> None:
+    code, out, _ = invoke("recipes", "--json")
+    assert code == 0
+    names = {row["name"] for row in json.loads(out)}
+    assert {"glm52-fp8-mi355x", "glm52-fp8-mi355x-pd", "glm53-flash-mxfp4-mi355x"} <= names
+
+
+def test_command_prints_argv_env_and_container() -> None:
+    code, out, _ = invoke("command", "glm53-flash-mxfp4-mi355x")
+    assert code == 0
+    assert "python3 -m sglang.launch_server" in out
+    assert "--speculative-num-draft-tokens 6" in out
+    assert "SGLANG_USE_AITER=1" in out
+    assert "docker run" in out and "--device=/dev/kfd" in out
+
+
+def test_command_with_a_breaking_override_fails_with_the_rule() -> None:
+    code, _, err = invoke(
+        "command", "glm52-fp8-mi355x", "--set", "enable-dsa-cache-layer-split=true"
+    )
+    assert code == 2
+    assert "PD prefill" in err and "Traceback" not in err
+
+
+def test_command_unknown_recipe_and_bad_set() -> None:
+    code, _, err = invoke("command", "nope")
+    assert code == 6 and err.startswith("error: no recipe 'nope'")
+    code, _, err = invoke("command", "glm52-fp8-mi355x", "--set", "novalue")
+    assert code == 2 and "key=value" in err
+
+
+def test_up_requires_a_process_for_multi_process_recipes() -> None:
+    code, _, err = invoke("up", "glm52-fp8-mi355x-pd")
+    assert code == 2 and "--process" in err
+
+
+def test_check_exit_codes_and_baseline(tmp_path: Path) -> None:
+    baseline = tmp_path / "b.json"
+    fast = ["--repeats", "2", "--batch-sizes", "2", "--chain-steps", "300"]
+    with FakeEndpoint(brain.healthy, context_length=16384) as fake:
+        code, out, _ = invoke(
+            "check", "--endpoint", fake.url, *fast, "--save-baseline", str(baseline)
+        )
+    assert code == 0, out
+    assert "PASSED" in out
+    assert json.loads(baseline.read_text())["passed"] is True
+    with FakeEndpoint(brain.corrupt_long_outputs(brain.healthy), context_length=16384) as fake:
+        code, out, _ = invoke(
+            "check", "--endpoint", fake.url, *fast, "--baseline", str(baseline), "--json"
+        )
+    assert code == 1
+    report = json.loads(out)
+    assert report["passed"] is False
+    assert any("arithmetic-chain" in r for r in report["regressions"])
+
+
+def test_check_bad_batch_sizes() -> None:
+    code, _, err = invoke("check", "--endpoint", "http://127.0.0.1:9", "--batch-sizes", "a,b")
+    assert code == 2 and "--batch-sizes" in err
