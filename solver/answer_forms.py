@@ -342,6 +342,7 @@ def _strip_label(text: str) -> str:
 
 
 _INTEGER = re.compile(r"[+-]?\d{1,400}")
+_MEMBERSHIP = re.compile(r"^[A-Za-z](?:_\w+)?\s*\\in(?![A-Za-z])\s*(.+)$")
 
 
 def read_piece(text: str) -> Piece:
@@ -352,6 +353,9 @@ def read_piece(text: str) -> Piece:
     residue = residue_class(text)
     if residue is not None:
         return Piece("residue", residue=residue)
+    member = _MEMBERSHIP.match(text)
+    if member is not None:
+        text = member.group(1)
     stripped = _LEADING_WORDS.sub("", text)
     if stripped != text and stripped and not has_words(stripped):
         text = stripped
@@ -414,7 +418,36 @@ def read_answer(raw: str) -> Answer:
             pieces.extend(read_piece(_PLUS_MINUS.sub(sign, item, count=1)) for sign in "+-")
         else:
             pieces.append(read_piece(item))
+    definition = _definition(condition)
+    if definition is not None:
+        # "... where \varphi = (1+\sqrt5)/2": a definition, not a condition; substitute it.
+        pieces = [_substitute(piece, definition) for piece in pieces]
+        condition = ""
     return Answer(normalised, tuple(pieces), text_key(condition) if condition else "")
+
+
+_DEFINITION = re.compile(r"^(?:where|with)\s+(\\?[A-Za-z]+(?:_\w+)?)\s*=\s*(.+)$", re.IGNORECASE)
+
+
+def _definition(condition: str) -> dict[sympy.Basic, sympy.Basic] | None:
+    match = _DEFINITION.match(condition.strip())
+    if match is None:
+        return None
+    try:
+        name, value = to_sympy(match.group(1)), to_sympy(match.group(2))
+    except LatexError:
+        return None
+    if not isinstance(name, sympy.Symbol) or name in value.free_symbols:
+        return None
+    return {name: value}
+
+
+def _substitute(piece: Piece, mapping: dict[sympy.Basic, sympy.Basic]) -> Piece:
+    if piece.expr is not None:
+        return Piece(piece.kind, expr=piece.expr.xreplace(mapping))
+    if piece.items:
+        return Piece(piece.kind, items=tuple(item.xreplace(mapping) for item in piece.items))
+    return piece
 
 
 _PLUS_MINUS = re.compile(r"\\pm(?![A-Za-z])")

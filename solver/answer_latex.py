@@ -303,7 +303,26 @@ def translate(source: str) -> tuple[str, set[str]]:
     text = translator.run()
     if not _SAFE_OUTPUT.fullmatch(text.replace("!", "")):
         raise LatexError("translation produced unexpected characters")
+    _refuse_tuples(text)
     return text, translator.symbols
+
+
+_CALL = re.compile(r"[A-Za-z_][A-Za-z_0-9]*$")
+
+
+def _refuse_tuples(text: str) -> None:
+    """A comma outside a function call's parentheses would make a Python tuple: "(a, b)" is a
+    pair, not an expression, and is read elsewhere."""
+    calls: list[bool] = []
+    for index, char in enumerate(text):
+        if char == "(":
+            head = _CALL.search(text[:index].rstrip())
+            calls.append(head is not None and not head.group(0).startswith("v_"))
+        elif char == ")":
+            if calls:
+                calls.pop()
+        elif char == "," and not (calls and calls[-1]):
+            raise LatexError("a comma outside a function call")
 
 
 def _namespace(symbols: set[str]) -> dict[str, Any]:
@@ -377,11 +396,15 @@ def _from_parse_latex(source: str) -> sympy.Expr:
     value = parse_latex(source)
     if not isinstance(value, sympy.Expr):
         raise LatexError("not an expression")
-    # parse_latex reads "a(b+1)" as a call of an undefined function a: make it a product.
+    # parse_latex reads "a(b+1)" as a call of an undefined function a: make it a product. A
+    # call with several arguments or a longer name is a command it did not understand
+    # (c \in (0,1) -> c*in(0, 1)): refuse rather than guess.
     replacements: dict[sympy.Basic, sympy.Basic] = {}
     for call in value.atoms(AppliedUndef):
-        head = sympy.Symbol(str(call.func))
-        replacements[call] = head * sympy.Mul(*call.args)
+        name = str(call.func)
+        if len(call.args) != 1 or (len(name) > 1 and name not in GREEK):
+            raise LatexError(f"unknown function {name!r}")
+        replacements[call] = sympy.Symbol(name) * call.args[0]
     value = value.xreplace(replacements)
     # Its names are "r_{1}"; the translator's are "r_1". A multi-letter name that is not a
     # Greek letter is a command it did not understand (\mathbb{Z} -> Z*mathbb): refuse.
