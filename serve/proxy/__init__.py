@@ -9,8 +9,14 @@ Public API::
     serve(config)                               # uvicorn in the foreground
     ProxyServer(config)                         # context manager: a thread, .url, .state
     summarise(telemetry_path) -> list[dict]     # `solver proxy stats`
+    claude_change(path, url, idle_ms) / codex_change(path, url, idle_ms, model) -> Change
+    apply_change(change) -> backup path; restore_file(path) -> message
+
 """
 
+from ._agents import Change, claude_change, codex_change
+from ._agents import apply as apply_change
+from ._agents import restore as restore_file
 from ._app import build_app
 from ._config import (
     DEFAULT_PORT,
@@ -24,6 +30,7 @@ from ._config import (
     is_loopback,
     load_config,
     quick_config,
+    with_overrides,
 )
 from ._server import ProxyServer, serve
 from ._signature import BRIDGE_PREFIX
@@ -34,6 +41,7 @@ __all__ = [
     "BRIDGE_PREFIX",
     "DEFAULT_PORT",
     "TOKEN_ENV",
+    "Change",
     "Deadlines",
     "Price",
     "Provider",
@@ -41,12 +49,17 @@ __all__ = [
     "ProxyConfigError",
     "ProxyServer",
     "RequestRecord",
+    "apply_change",
     "build_app",
     "check_binding",
+    "claude_change",
+    "codex_change",
     "is_loopback",
     "load_config",
     "persist_active",
     "quick_config",
+    "restore_file",
     "serve",
     "summarise",
+    "with_overrides",
 ]

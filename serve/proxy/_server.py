@@ -41,7 +41,9 @@ class ProxyServer:
     def __init__(self, config: ProxyConfig) -> None:
         check_binding(config)
         self.config = config
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on sockets that say so, and
+        # without it every small SSE write waits for a delayed ACK (40 ms)
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((config.host, config.port))
         self.port = self._sock.getsockname()[1]
