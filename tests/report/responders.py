@@ -1,0 +1,131 @@
+"""Role-aware scripted responders for the report and eval tests.
+
+The role of a request is recognised from its system prompt; each answer depends only on the
+request's content, so a run that is killed and resumed sees the answers an uninterrupted run
+sees. Problems whose statement contains ``HARD`` never get a complete proof.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable
+
+from tests.fakes.fake_endpoint import RecordedRequest, Reply
+
+GOOD_PROOF = (
+    "Let the odd integers be $2a+1$ and $2b+1$. Then the sum of their squares is "
+    "$4(a^2+a+b^2+b)+2 \\equiv 2 \\pmod 4$, while every square is $0$ or $1 \\pmod 4$."
+)
+FLAW = "FLAW: we also assume without proof that $a=b$."
+FINDING = {
+    "id": "F1",
+    "location": "we also assume without proof",
+    "severity": "major",
+    "explanation": "The proof assumes a equals b without justification.",
+}
+
+
+def role_of(request: RecordedRequest) -> str:
+    system = request.system_text
+    if "chief grader" in system:
+        return "reconcile"
+    if "revising a proof" in system:
+        return "reviser"
+    if "writing a solution to an olympiad problem" in system:
+        return "generator"
+    if "find every error and every gap" in system:
+        return "verifier"
+    if "review each finding" in system:
+        return "reviewer"
+    if "material from the organisers" in system:
+        return "evaluation"
+    if "Score the proof" in system:
+        return "grader"
+    if "choose which of several candidate proofs" in system:
+        return "selector"
+    raise AssertionError(f"unrecognised role; system prompt starts {system[:80]!r}")
+
+
+def _json(analysis: str, payload: dict[str, object]) -> Reply:
+    return Reply(
+        text=f"{analysis}\n\n```json\n{json.dumps(payload)}\n```",
+        reasoning="checking",
+        chunk_chars=64,
+    )
+
+
+def _proof(body: str) -> Reply:
+    text = (
+        f"## Proof\n\n{body}\n\n## Final answer\n\nNot applicable\n\n"
+        "## Self-assessment\n\nStatus: complete."
+    )
+    return Reply(text=text, reasoning="thinking about parity", chunk_chars=64)
+
+
+def _reviews(request: RecordedRequest) -> Reply:
+    ids = sorted({part.split('"')[0] for part in request.user_text.split('"id": "')[1:]})
+    reviews = [
+        {"id": i, "decision": "confirmed", "severity": "major", "reason": "real"}
+        for i in ids or ["F1"]
+    ]
+    return _json("Review.", {"reviews": reviews})
+
+
+def olympiad(request: RecordedRequest) -> Reply:
+    """Proofs of HARD problems keep a confirmed flaw and grade 2; others are fixed and grade 7."""
+    role = role_of(request)
+    hard = "HARD" in request.user_text
+    if role == "generator":
+        return _proof(f"{GOOD_PROOF} {FLAW}")
+    if role == "reviser":
+        return _proof(f"{GOOD_PROOF} {FLAW}" if hard else GOOD_PROOF)
+    if role == "verifier":
+        findings = [FINDING] if "FLAW" in request.user_text else []
+        return _json("Analysis.", {"findings": findings, "verdict": "fail" if findings else "pass"})
+    if role == "reviewer":
+        return _reviews(request)
+    if role in ("grader", "evaluation"):
+        score = 2 if "FLAW" in request.user_text else 7
+        return _json("Assessment.", {"score": score, "justification": "as checked"})
+    if role == "reconcile":
+        return _json("Reconciled.", {"score": 5, "justification": "decided"})
+    return _json("Choice.", {"choice": "A", "reason": "most rigorous"})
+
+
+def slow(
+    responder: Callable[[RecordedRequest], Reply], delay: float
+) -> Callable[[RecordedRequest], Reply]:
+    def answer(request: RecordedRequest) -> Reply:
+        reply = responder(request)
+        reply.chunk_delay = delay
+        reply.chunk_chars = 16
+        return reply
+
+    return answer
+
+
+def disagreeing_graders(scores: list[int]) -> Callable[[RecordedRequest], Reply]:
+    """``olympiad``, except that evaluation graders answer ``scores`` in turn (cycling)."""
+    turn = itertools.cycle(scores)
+    lock = threading.Lock()
+
+    def answer(request: RecordedRequest) -> Reply:
+        if role_of(request) == "evaluation":
+            with lock:
+                score = next(turn)
+            return _json("Assessment.", {"score": score, "justification": "my view"})
+        return olympiad(request)
+
+    return answer
+
+
+def calibration_grader(request: RecordedRequest) -> Reply:
+    """Grades a given proof by a marker in it: ``GRADE=<n>``."""
+    role = role_of(request)
+    if role in ("grader", "evaluation"):
+        text = request.user_text
+        score = int(text.split("GRADE=")[1][0]) if "GRADE=" in text else 0
+        return _json("Assessment.", {"score": score, "justification": "marker"})
+    return olympiad(request)
