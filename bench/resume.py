@@ -1,0 +1,157 @@
+"""Time to resume a run of 1k, 10k and 100k journal records.
+
+Builds synthetic runs whose journals hold the loop's real record types in the proportions a
+solve produces (plan, context, attempt start and end, completion, artifact, decisions), then
+times what `solver resume` does before it contacts the endpoint: take the lock, repair and
+verify the chain, fold every record into the state. Prints a table; target <= 2 s at 100k.
+
+    python bench/resume.py [--sizes 1000,10000,100000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from solver.loop.state import RunState  # noqa: E402
+from solver.records import (  # noqa: E402
+    ArtifactPut,
+    BlobLink,
+    CallCompleted,
+    CallPlanned,
+    ContextBuilt,
+    InputLink,
+    LlmCompleted,
+    LlmStarted,
+    parse_loop_record,
+)
+from solver.store import RunStore  # noqa: E402
+
+
+def build(run_dir: Path, records: int) -> None:
+    store = RunStore.create(run_dir, {"format": "solver-run/1", "run_id": "bench"})
+    with store:
+        ref = store.put_blob(b"x" * 2048)
+        link = BlobLink(blob=ref.digest, bytes=ref.size)
+        store.append(
+            "artifact.put",
+            ArtifactPut(
+                artifact="problem", kind="problem_statement", blob=link, producer="problem"
+            ).data(),
+        )
+        n = 0
+        call = 0
+        while n < records:
+            call_id = f"L{call % 8}.v{call // 8}.verify.{call % 5}"
+            for rec in (
+                CallPlanned(
+                    call_id=call_id,
+                    role="verifier",
+                    variant="stepwise",
+                    phase="solve",
+                    lineage=f"L{call % 8}",
+                    version=call // 8,
+                ),
+                ContextBuilt(
+                    call_id=call_id,
+                    role="verifier",
+                    variant="stepwise",
+                    templates={"verifier/user.j2": "sha256:" + "0" * 64},
+                    inputs=link,
+                    messages=link,
+                    links={
+                        "problem_statement": [
+                            InputLink(kind="problem_statement", artifact="problem", blob=ref.digest)
+                        ]
+                    },
+                ),
+                LlmStarted(
+                    call_id=call_id,
+                    attempt=1,
+                    request_id=f"r{call}",
+                    url="http://127.0.0.1:1/v1",
+                    api="chat",
+                    params={"max_tokens": 256000, "stream": True},
+                    request=link,
+                    max_tokens_cap=None,
+                ),
+                LlmCompleted(
+                    call_id=call_id,
+                    attempt=1,
+                    response=link,
+                    status=200,
+                    finish_reason="stop",
+                    usage={"input_tokens": 1000, "output_tokens": 5000},
+                    telemetry={"ttft_s": 1.0},
+                ),
+                CallCompleted(
+                    call_id=call_id,
+                    role="verifier",
+                    finish_reason="stop",
+                    truncated=False,
+                    parsed_ok=True,
+                    output=link,
+                    text=link,
+                    reasoning=None,
+                    usage={"input_tokens": 1000, "output_tokens": 5000},
+                    facts={"verdict": "pass", "findings": []},
+                ),
+            ):
+                store.append(rec.model_dump()["type"], rec.data())
+                n += 1
+            call += 1
+
+
+def resume_once(run_dir: Path) -> tuple[float, int]:
+    started = time.perf_counter()
+    with RunStore.open(run_dir) as store:
+        state = RunState()
+        for rec in store.records():
+            typed = parse_loop_record(rec.type, rec.v, rec.data)
+            if typed is not None:
+                state.apply(typed, rec.t)
+    return time.perf_counter() - started, state.records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in (int(s) for s in args.sizes.split(",")):
+            run_dir = Path(tmp) / f"run-{size}"
+            t0 = time.perf_counter()
+            build(run_dir, size)
+            build_s = time.perf_counter() - t0
+            times = []
+            folded = 0
+            for _ in range(args.repeat):
+                elapsed, folded = resume_once(run_dir)
+                times.append(elapsed)
+            journal = (run_dir / "journal.jsonl").stat().st_size
+            rows.append((size, folded, journal, build_s, statistics.median(times), min(times)))
+    print(
+        f"{'records':>9} {'folded':>8} {'journal MB':>10} {'appends/s':>10} "
+        f"{'resume p50 s':>12} {'best s':>7} {'us/record':>9} {'target':>8}"
+    )
+    for size, folded, journal, build_s, median, best in rows:
+        verdict = "ok" if median <= 2.0 * size / 100_000 or size < 100_000 else "MISSED"
+        if size == 100_000:
+            verdict = "ok" if median <= 2.0 else "MISSED"
+        print(
+            f"{size:>9} {folded:>8} {journal / 1e6:>10.1f} {size / build_s:>10.0f} "
+            f"{median:>12.3f} {best:>7.3f} {median / size * 1e6:>9.1f} {verdict:>8}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Configuration: defaults < solver.toml (or --config) < environment < flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from solver.cli import main
+from solver.config import resolve_settings
+from solver.errors import ConfigError
+
+TOML = """
+endpoint = "http://127.0.0.1:9001/v1"
+model = "from-file"
+candidates = 3
+[acceptance]
+verifications = 4
+[roles.verifier]
+temperature = 0.6
+max_tokens = 64000
+[budget]
+calls = 50
+"""
+
+
+def test_defaults(tmp_path: Path) -> None:
+    resolved = resolve_settings(env={}, cwd=tmp_path)
+    s = resolved.settings
+    assert s.endpoint is None and s.api == "chat" and s.candidates == 4
+    assert s.role("generator").max_tokens == 256_000
+    assert s.acceptance.verifications == 5 and s.acceptance.accepted_needed == 2
+    assert resolved.sources["candidates"] == "default"
+
+
+def test_file_over_defaults(tmp_path: Path) -> None:
+    (tmp_path / "solver.toml").write_text(TOML)
+    resolved = resolve_settings(env={}, cwd=tmp_path)
+    s = resolved.settings
+    assert s.model == "from-file" and s.candidates == 3
+    assert s.acceptance.verifications == 4
+    assert s.role("verifier").temperature == 0.6 and s.role("verifier").max_tokens == 64000
+    assert s.role("generator").max_tokens == 256_000
+    assert resolved.sources["candidates"].endswith("solver.toml")
+
+
+def test_explicit_config_file_instead_of_cwd(tmp_path: Path) -> None:
+    (tmp_path / "solver.toml").write_text('model = "cwd"\n')
+    other = tmp_path / "other.toml"
+    other.write_text('model = "explicit"\n')
+    assert resolve_settings(config_file=other, env={}, cwd=tmp_path).settings.model == "explicit"
+
+
+def test_environment_over_file(tmp_path: Path) -> None:
+    (tmp_path / "solver.toml").write_text(TOML)
+    env = {
+        "SOLVER_MODEL": "from-env",
+        "SOLVER_ENDPOINT": "http://127.0.0.1:9002/v1",
+        "SOLVER_API_KEY": "sk-secret-123",
+    }
+    resolved = resolve_settings(env=env, cwd=tmp_path)
+    assert resolved.settings.model == "from-env"
+    assert resolved.settings.endpoint == "http://127.0.0.1:9002/v1"
+    assert resolved.sources["model"] == "env:SOLVER_MODEL"
+    assert "sk-secret-123" not in json.dumps(resolved.settings.masked())
+
+
+def test_flags_over_environment(tmp_path: Path) -> None:
+    resolved = resolve_settings(
+        env={"SOLVER_MODEL": "from-env"},
+        flags={"model": "from-flag", "candidates": 9},
+        cwd=tmp_path,
+    )
+    assert resolved.settings.model == "from-flag" and resolved.settings.candidates == 9
+    assert resolved.sources["model"] == "flag"
+
+
+def test_vendor_variables_apply_to_their_protocol_only(tmp_path: Path) -> None:
+    env = {
+        "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:2",
+        "ANTHROPIC_API_KEY": "ak",
+    }
+    chat = resolve_settings(env=env, cwd=tmp_path).settings
+    assert chat.endpoint == "http://127.0.0.1:1/v1" and chat.api_key is None
+    anthropic = resolve_settings(env=env, flags={"api": "anthropic"}, cwd=tmp_path).settings
+    assert anthropic.endpoint == "http://127.0.0.1:2"
+    assert anthropic.api_key is not None and anthropic.api_key.get_secret_value() == "ak"
+    mine = resolve_settings(env={**env, "SOLVER_ENDPOINT": "http://127.0.0.1:3/v1"}, cwd=tmp_path)
+    assert mine.settings.endpoint == "http://127.0.0.1:3/v1"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("colour = 1\n", "unknown key 'colour'"),
+        ("[budget]\nminutes = 3\n", "unknown key 'budget.minutes'"),
+        ("[roles.prover]\ntemperature = 1\n", "unknown key 'roles.prover.temperature'"),
+        ('candidates = "many"\n', "key 'candidates'"),
+        ("[acceptance]\nverifications = 0\n", "key 'acceptance.verifications'"),
+        ("candidates = \n", "invalid TOML"),
+    ],
+)
+def test_bad_config_names_key_and_file(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "solver.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        resolve_settings(env={}, cwd=tmp_path)
+    assert message in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_bad_environment_value_names_variable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="env:SOLVER_API"):
+        resolve_settings(env={"SOLVER_API": "grpc"}, cwd=tmp_path)
+
+
+def test_config_show_json_with_sources_and_masked_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "solver.toml").write_text(TOML)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        main, ["config", "show", "--json"], env={"SOLVER_API_KEY": "sk-very-secret"}
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)["settings"]
+    assert data["candidates"] == {"value": 3, "source": str(tmp_path / "solver.toml")}
+    assert data["api_key"]["value"] == "***" and data["api_key"]["source"] == "env:SOLVER_API_KEY"
+    assert "sk-very-secret" not in result.output
+
+
+def test_config_show_bad_file_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("nonsense = 1\n")
+    result = CliRunner().invoke(main, ["config", "show", "--config", str(bad)])
+    assert result.exit_code == 2
+    assert "unknown key 'nonsense'" in result.output
+    assert "Traceback" not in result.output
