@@ -118,7 +118,7 @@ PAIRS: list[tuple[str, str, str]] = [
 
 
 def test_the_fixture_and_the_pairs_cover_enough() -> None:
-    assert len(REFERENCE) == 39
+    assert len(REFERENCE) == 41
     assert {f"imo-bench-{pid}" for pid, _, _ in PAIRS} <= set(REFERENCE)
     assert sum(1 for *_, v in PAIRS if v == EQ) >= 20
     assert sum(1 for *_, v in PAIRS if v == NEQ) >= 20
@@ -134,6 +134,10 @@ def test_answer_pairs(problem: str, candidate: str, expected: str) -> None:
 def test_every_reference_is_equivalent_to_itself() -> None:
     for answer in REFERENCE.values():
         assert check_answer(answer, answer).verdict == EQ, answer
+
+
+REFERENCE_PHI = REFERENCE["imo-bench-algebra-097"]  # "... where \varphi = ..."
+REFERENCE_STEP = REFERENCE["imo-bench-number_theory-016"]
 
 
 @pytest.mark.parametrize(
@@ -155,6 +159,13 @@ def test_every_reference_is_equivalent_to_itself() -> None:
         ("10^{10^{10^{10}}}", "3", UNDECIDED),  # refused before evaluation, not computed
         ("(0, 4/9]", r"$0 < k \le \frac{4}{9}$", EQ),
         ("__import__('os').system('true')", "3", UNDECIDED),
+        (r"c \in (0,1)", "$0<c<1$", EQ),
+        (r"\lfloor \frac{1+\sqrt5}{2} n \rfloor", REFERENCE_PHI, EQ),  # "where" defines phi
+        (r"\lfloor 2n \rfloor", REFERENCE_PHI, NEQ),
+        (r"g(x)=\lceil x\rceil, g(x)=\lfloor x \rfloor", REFERENCE_STEP, NEQ),
+        (r"g(x)=\lfloor x \rfloor, g(x)=c, g(x)=\lceil x\rceil", REFERENCE_STEP, EQ),
+        ("All powers of two", "All powers of 2", EQ),
+        ("1.7", "1.75", NEQ),
     ],
 )
 def test_more_forms(candidate: str, reference: str, expected: str) -> None:
