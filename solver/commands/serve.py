@@ -321,3 +321,78 @@ def check_command(
         click.echo(render_table(report))
     if not report.passed:
         sys.exit(1)
+
+
+@group.command("bench")
+@click.option("--endpoint", "endpoints", multiple=True, help="Base URL; repeat to compare "
+              "(default: the running `serve up`).")  # fmt: skip
+@click.option("--concurrency", default="1,2,4,8,16,24,32,48", show_default=True)
+@click.option("--duration", type=float, default=900.0, show_default=True,
+              help="Seconds of sending per level and endpoint.")  # fmt: skip
+@click.option("--grace", type=float, default=60.0, show_default=True,
+              help="Seconds in-flight requests get to finish after each level.")  # fmt: skip
+@click.option("--dataset", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="JSONL of chat bodies (messages, max_tokens, tools) or {prompt}.")  # fmt: skip
+@click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
+              help="For dataset lines without max_tokens.")  # fmt: skip
+@click.option("--model", default=None, help="Model name (default: the first of /v1/models).")
+@click.option("--api-key-env", default=None, metavar="NAME")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Write the JSON summary here.")  # fmt: skip
+@click.option("--plot", "plot_path", type=click.Path(path_type=Path), default=None,
+              help="Write a PNG of total tok/s against P90 per-user tok/s.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON summary.")
+@reports_errors
+def bench_command(
+    endpoints: tuple[str, ...],
+    concurrency: str,
+    duration: float,
+    grace: float,
+    dataset: Path | None,
+    max_tokens: int,
+    model: str | None,
+    api_key_env: str | None,
+    out: Path | None,
+    plot_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Concurrency sweep: total output tok/s, P90 per-user tok/s, TTFT, errors."""
+    from serve.bench import (
+        BenchOptions,
+        load_dataset,
+        plot,
+        render_table,
+        run_bench,
+        summary_json,
+    )
+
+    options = BenchOptions(
+        concurrency=_int_list(concurrency, "--concurrency"),
+        duration=duration,
+        grace=grace,
+        max_tokens=max_tokens,
+        api_key=_api_key(api_key_env),
+        model=model,
+    )
+    items = load_dataset(dataset, max_tokens)
+    urls = list(endpoints) or [_endpoint_or_descriptor(None)]
+
+    def progress(level: Any) -> None:
+        click.echo(
+            f"bench: {level.endpoint} c{level.concurrency}: "
+            f"{level.total_output_tok_s:.1f} tok/s, {level.completed} done, {level.failed} failed",
+            err=True,
+        )
+
+    results = run_bench(urls, items, options, progress)
+    summary = summary_json(results, options)
+    if out is not None:
+        _json_out(summary, out)
+    if plot_path is not None:
+        plot(results, plot_path)
+    if as_json:
+        _json_out(summary, None)
+    else:
+        click.echo(render_table(results))
+    if any(level.failed for level in results):
+        sys.exit(1)
