@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from roles.base import Kind, RoleInputs, RoleOutput
 from roles.jsonblock import find_object, lower_keys
 from roles.proof import strip_thinking
-from roles.verifier import Severity, normalise_severity
+from roles.verifier import Finding, Severity, normalise_severity
 
 NAME = "reviewer"
 VARIANTS: tuple[str, ...] = ("standard",)
@@ -61,6 +61,19 @@ class Output(RoleOutput):
 
 
 CONSERVATIVE = Output(parsed=False, parse_note="no reviews", reviews=())
+
+
+def confirmed_findings(findings: tuple[Finding, ...], review: Output) -> tuple[Finding, ...]:
+    """The findings of one report that its review confirmed (unaddressed ones included), with
+    the severity the reviewer settled on. This, never the raw report, is what a reviser gets."""
+    kept: list[Finding] = []
+    for finding in findings:
+        decision = review.decision_for(finding.id, finding.severity)
+        if decision.decision == "confirmed":
+            severity = decision.severity or finding.severity
+            kept.append(finding.model_copy(update={"severity": severity}))
+    return tuple(kept)
+
 
 _REJECT = {"rejected", "reject", "invalid", "false", "incorrect", "dismissed", "wrong", "no"}
 
