@@ -110,10 +110,11 @@ def extract_proof(text: str) -> ProofParts:
     # responses is the proof (a tolerant reading of a model that ignored the format).
     body = _join(parts, "proof") if followed else _join(parts, "other")
     answer_text = _join(parts, "final_answer")
-    final_answer = answer_text or None
     shown = f"## Proof\n\n{body}" if body else ""
-    if final_answer is not None:
-        shown = f"{shown}\n\n## Final answer\n\n{final_answer}".strip()
+    if answer_text:
+        shown = f"{shown}\n\n## Final answer\n\n{answer_text}".strip()
+    # "Not applicable" (a proof-only problem) stays in the text others see but is no answer.
+    final_answer = None if not answer_text or _NO_ANSWER.match(answer_text) else answer_text
     return ProofParts(
         proof=shown,
         body=body,
@@ -124,6 +125,7 @@ def extract_proof(text: str) -> ProofParts:
     )
 
 
+_NO_ANSWER = re.compile(r"^\W*(not applicable|n/a|no answer required)\W*$", re.IGNORECASE)
 _STATUS = re.compile(r"\bstatus\b\W{0,5}(complete|partial|incomplete|unsolved)", re.IGNORECASE)
 
 

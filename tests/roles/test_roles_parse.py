@@ -282,3 +282,9 @@ def test_parse_is_fast_on_long_adversarial_text() -> None:
     assert grader.parse(text) == grader.CONSERVATIVE
     assert selector.parse(text) == selector.CONSERVATIVE
     assert not generator.parse(text).parsed
+
+
+def test_not_applicable_is_no_final_answer() -> None:
+    parts = roles.extract_proof("## Proof\nbody\n\n## Final answer\nNot applicable.\n")
+    assert parts.final_answer is None
+    assert "Not applicable" in parts.proof
