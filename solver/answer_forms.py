@@ -297,9 +297,18 @@ def _finite_set(text: str) -> sympy.Set | None:
     return sympy.FiniteSet(*values)
 
 
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += (char in "([{") - (char in ")]}")
+        if depth < 0:
+            return False
+    return depth == 0
+
+
 def _inequality_set(text: str) -> sympy.Set | None:
     parts = re.split(r"\s*(<=|>=|<|>)\s*", text)
-    if len(parts) < 3 or len(parts) % 2 == 0:
+    if len(parts) < 3 or len(parts) % 2 == 0 or not all(_balanced(p) for p in parts[0::2]):
         return None
     values = [to_sympy(part) for part in parts[0::2]]
     symbols = set().union(*(value.free_symbols for value in values))
