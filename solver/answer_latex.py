@@ -422,6 +422,9 @@ def _from_parse_latex(source: str) -> sympy.Expr:
 
 def to_sympy(source: str) -> sympy.Expr:
     """One math expression (no relations, no commas) as a sympy expression."""
+    if re.search(r"[=<>]|\\(?:le|ge|ne|lt|gt|in|mid|to|cup|cap|setminus)(?![A-Za-z])", source):
+        # parse_latex would read a prefix of "x^2 (x >= 2), 0 (x = 1)" and drop the rest.
+        raise LatexError("a relation is not an expression")
     errors: list[str] = []
     for reader in (_from_translation, _from_parse_latex):
         try:
