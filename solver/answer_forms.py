@@ -31,6 +31,7 @@ class Piece:
     real_set: sympy.Set | None = None
     residue: tuple[int, int] | None = None
     text: str = ""
+    variable: str = ""  # the variable of an inequality ("n" in "n >= 2")
 
 
 @dataclass(frozen=True)
@@ -306,7 +307,7 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-def _inequality_set(text: str) -> sympy.Set | None:
+def _inequality_set(text: str) -> tuple[sympy.Set, str] | None:
     parts = re.split(r"\s*(<=|>=|<|>)\s*", text)
     if len(parts) < 3 or len(parts) % 2 == 0 or not all(_balanced(p) for p in parts[0::2]):
         return None
@@ -315,14 +316,14 @@ def _inequality_set(text: str) -> sympy.Set | None:
     if len(symbols) != 1:
         return None
     variable = next(iter(symbols))
+    if not isinstance(variable, sympy.Symbol):
+        return None
     result: sympy.Set = sympy.S.Reals
     operators = {"<=": sympy.Le, ">=": sympy.Ge, "<": sympy.Lt, ">": sympy.Gt}
     for index, operator in enumerate(parts[1::2]):
         relation = operators[operator](values[index], values[index + 1])
         result = result.intersect(relation.as_set())
-    if variable not in symbols:
-        return None
-    return result
+    return result, variable.name
 
 
 def _union(text: str) -> sympy.Set | None:
@@ -372,10 +373,12 @@ def read_piece(text: str) -> Piece:
         return Piece("text", text=text_key(text))
     try:
         real_set = _union(text) or _interval(text) or _finite_set(text)
-        if real_set is None and re.search(r"<=|>=|<|>", text):
-            real_set = _inequality_set(_strip_label(text))
         if real_set is not None:
             return Piece("set", real_set=real_set)
+        if re.search(r"<=|>=|<|>", text):
+            solved = _inequality_set(_strip_label(text))
+            if solved is not None:
+                return Piece("set", real_set=solved[0], variable=solved[1])
         body = _strip_label(text)
         if body.startswith("(") and body.endswith(")") and len(split_top(body[1:-1])) > 1:
             return Piece("tuple", items=tuple(to_sympy(item) for item in split_top(body[1:-1])))

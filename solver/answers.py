@@ -246,24 +246,48 @@ def compare_pieces(
     if "set" in (left.kind, right.kind) or {left.kind, right.kind} == {"empty", "expr"}:
         left_set, right_set = _as_real_set(left), _as_real_set(right)
         if left_set is not None and right_set is not None:
-            return compare_sets(left_set, right_set)
+            return compare_sets(left_set, right_set, _integer_context((left, right)))
     if "text" in (left.kind, right.kind):
         return AnswerCheck("undecided", "one answer could not be read as mathematics")
     return AnswerCheck("undecided", f"different kinds of answer: {left.kind} vs {right.kind}")
 
 
-def compare_sets(left: sympy.Set, right: sympy.Set) -> AnswerCheck:
+# Variables that name integers by convention: "n > 1" and "n >= 2" differ as sets of reals
+# but not as sets of integers, and the problem (not the answer) says which is meant.
+_INTEGER_NAMES = frozenset("nmkjilpqNMK")
+
+
+def _integer_context(pieces: tuple[Piece, ...]) -> bool:
+    return any(piece.variable in _INTEGER_NAMES for piece in pieces if piece.variable)
+
+
+def _sets_equal(left: sympy.Set, right: sympy.Set) -> bool | None:
+    if left == right:
+        return True
+    difference = sympy.SymmetricDifference(left, right).simplify()
+    if difference == sympy.S.EmptySet or difference.is_empty:
+        return True
+    return False if difference.is_empty is False else None
+
+
+def compare_sets(left: sympy.Set, right: sympy.Set, integer_context: bool = False) -> AnswerCheck:
     try:
-        if left == right:
-            return AnswerCheck("equivalent", f"the same set {left}")
-        difference = sympy.SymmetricDifference(left, right).simplify()
-        if difference == sympy.S.EmptySet or difference.is_empty:
-            return AnswerCheck("equivalent", f"{left} = {right}")
-        if difference.is_empty is False:
-            return AnswerCheck("not_equivalent", f"{left} != {right}")
+        equal = _sets_equal(left, right)
+        if equal:
+            return AnswerCheck("equivalent", f"{_short(left)} = {_short(right)}")
+        if equal is False and integer_context:
+            integers = sympy.S.Integers
+            if _sets_equal(left.intersect(integers), right.intersect(integers)):
+                return AnswerCheck(
+                    "undecided",
+                    f"{_short(left)} and {_short(right)} differ as sets of reals but agree on "
+                    "the integers; the problem's domain decides",
+                )
+        if equal is False:
+            return AnswerCheck("not_equivalent", f"{_short(left)} != {_short(right)}")
     except (TypeError, ValueError, NotImplementedError, RecursionError):
         pass
-    return AnswerCheck("undecided", f"could not compare {left} with {right}")
+    return AnswerCheck("undecided", f"could not compare {_short(left)} with {_short(right)}")
 
 
 def _all_of(results: list[AnswerCheck], what: str) -> AnswerCheck:
@@ -307,7 +331,8 @@ def _compare_main(candidate: Answer, reference: Answer) -> AnswerCheck:
         left_set = left_set or _merge_any(candidate)
         right_set = right_set or _merge_any(reference)
         if left_set is not None and right_set is not None:
-            return compare_sets(left_set, right_set)
+            pieces = (*candidate.pieces, *reference.pieces)
+            return compare_sets(left_set, right_set, _integer_context(pieces))
     if len(candidate.pieces) == 1 and len(reference.pieces) == 1:
         return compare_pieces(candidate.pieces[0], reference.pieces[0])
     return _match_collections(candidate.pieces, reference.pieces, _symbols(reference))

@@ -166,6 +166,11 @@ REFERENCE_STEP = REFERENCE["imo-bench-number_theory-016"]
         (r"g(x)=\lfloor x \rfloor, g(x)=c, g(x)=\lceil x\rceil", REFERENCE_STEP, EQ),
         ("All powers of two", "All powers of 2", EQ),
         ("1.7", "1.75", NEQ),
+        # n names an integer: equal on the integers, different on the reals -> undecided
+        ("n > 1", r"$n \ge 2$", UNDECIDED),
+        (r"n \ge 3", r"$n \ge 2$", NEQ),
+        ("all n \\ge 2", r"$n \ge 2$", EQ),
+        ("every positive integer", "All positive integers", EQ),
     ],
 )
 def test_more_forms(candidate: str, reference: str, expected: str) -> None:
