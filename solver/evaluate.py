@@ -142,6 +142,18 @@ def _read_result(run_dir: Path) -> dict[str, Any]:
     return loaded if isinstance(loaded, dict) else {}
 
 
+def looks_finished(run_dir: Path) -> bool:
+    """A cheap look for the plan line: does the journal's tail hold run.finished?
+    (final/result.json alone is not enough: it is written just before that record.)"""
+    journal = run_dir / "journal.jsonl"
+    try:
+        with journal.open("rb") as handle:
+            handle.seek(max(journal.stat().st_size - 65536, 0))
+            return b'"type":"run.finished"' in handle.read()
+    except OSError:
+        return False
+
+
 def finished_result(run_dir: Path) -> dict[str, Any] | None:
     """final/result.json of a finished run, or None when the run has not finished."""
     if not (run_dir / "MANIFEST.json").is_file():

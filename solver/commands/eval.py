@@ -13,7 +13,14 @@ import click
 from solver.commands._errors import reports_errors
 from solver.commands.run import run_interruptibly
 from solver.config import ResolvedSettings, resolve_settings
-from solver.evaluate import Job, JobResult, drive_jobs, file_digest, prepare_out
+from solver.evaluate import (
+    Job,
+    JobResult,
+    drive_jobs,
+    file_digest,
+    looks_finished,
+    prepare_out,
+)
 from solver.evaluate_calibrate import calibration_report, load_graded, write_calibration
 from solver.evaluate_output import score_line, write_results
 from solver.evaluate_scores import RunScore, score_from_result, summarise
@@ -88,7 +95,7 @@ def _emit(as_json: bool, event: dict[str, Any], text: str) -> None:
 
 
 def _plan_line(jobs: list[Job]) -> str:
-    done = sum((j.run_dir / "final" / "result.json").is_file() for j in jobs)
+    done = sum(looks_finished(j.run_dir) for j in jobs)
     started = sum((j.run_dir / "MANIFEST.json").is_file() for j in jobs) - done
     fresh = len(jobs) - done - started
     return f"{len(jobs)} runs: {done} finished, {started} to resume, {fresh} to start"

@@ -1,0 +1,107 @@
+"""`solver eval calibrate FILE` and the agreement figures behind it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from solver.commands.eval import eval_group
+from solver.evaluate_calibrate import load_graded
+from solver.evaluate_scores import agreement, pearson, ranks
+from tests.fakes.fake_endpoint import FakeEndpoint
+from tests.report.responders import calibration_grader
+
+DATA = Path(__file__).parent / "data"
+
+# (item, human, model): diffs 0, -1, 0, -2, 0, +3
+FIXTURE = [("a", 7, 7), ("b", 7, 6), ("c", 0, 0), ("d", 3, 1), ("e", 5, 5), ("f", 1, 4)]
+
+
+def test_agreement_figures_on_a_fixture_with_known_answers() -> None:
+    result = agreement(FIXTURE)
+    assert result.n == 6
+    assert result.exact == pytest.approx(3 / 6)
+    assert result.within_one == pytest.approx(4 / 6)
+    assert result.mean_abs_error == pytest.approx(6 / 6)
+    assert result.bias == pytest.approx(0 / 6)
+    humans = [h for _, h, _ in FIXTURE]
+    models = [m for _, _, m in FIXTURE]
+    assert result.pearson == pytest.approx(np.corrcoef(humans, models)[0, 1])
+    # Spearman = Pearson of the ranks; ties share their mean rank.
+    assert ranks(humans) == [5.5, 5.5, 1.0, 3.0, 4.0, 2.0]
+    assert ranks(models) == [6.0, 5.0, 1.0, 2.0, 4.0, 3.0]
+    assert result.spearman == pytest.approx(np.corrcoef(ranks(humans), ranks(models))[0, 1])
+    assert [(d.item, d.human, d.model) for d in result.disagreements] == [
+        ("b", 7, 6),
+        ("d", 3, 1),
+        ("f", 1, 4),
+    ]
+
+
+def test_correlation_is_exact_at_the_edges_and_undefined_without_variance() -> None:
+    assert pearson([0, 1, 2], [1, 3, 5]) == pytest.approx(1.0)
+    assert pearson([0, 1, 2], [5, 3, 1]) == pytest.approx(-1.0)
+    assert pearson([7, 7, 7], [7, 6, 5]) is None
+    constant = agreement([("x", 7, 7), ("y", 7, 7)])
+    assert constant.exact == 1 and constant.pearson is None and not constant.disagreements
+    with pytest.raises(ValueError):
+        agreement([])
+
+
+def test_reads_deepseekmath_v2_outputs() -> None:
+    items = load_graded(DATA / "dsm-v2-imo2025-sample.jsonl")
+    assert [(i.item, i.human) for i in items] == [("IMO2025-1", 7), ("IMO2025-6", 0)]
+    assert items[0].problem.statement.startswith("A line in the plane is called")
+    assert items[0].proof.startswith("**Notation.**")
+
+
+def test_calibrate_grades_given_proofs_and_reports_agreement(tmp_path: Path) -> None:
+    file = tmp_path / "graded.jsonl"
+    rows = [
+        {"id": "p1", "problem": "Show X.", "proof": "Complete. GRADE=7", "human_grade": 7},
+        {"id": "p2", "problem": "Show Y.", "proof": "Gap. GRADE=5", "human_grade": 7},
+        {"id": "p3", "problem": "Show Z.", "proof": "Wrong. GRADE=0", "human_grade": 0},
+        {
+            "id": "p4",
+            "problem": "Show W.",
+            "proof": "Part. GRADE=3",
+            "human_grade": 2,
+            "reference_solution": "W holds.",
+        },
+    ]
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "cal"
+    with FakeEndpoint(calibration_grader) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        result = CliRunner().invoke(eval_group, [*args, "--graders", "2"])
+        again = CliRunner().invoke(eval_group, [*args, "--graders", "2"])
+        requests = len(fake.requests)
+    assert result.exit_code == 0, result.output
+    assert again.exit_code == 0 and again.output.count("already finished") == 4
+    assert requests == 8  # 4 proofs x 2 graders; the second invocation made no call
+    data = json.loads((out / "calibration.json").read_text())
+    assert [row["model"] for row in data["items"]] == [7, 5, 0, 3]
+    figures = data["agreement"]
+    assert figures["exact"] == 0.5 and figures["within_one"] == 0.75
+    assert figures["pearson"] == pytest.approx(
+        np.corrcoef([7, 7, 0, 2], [7, 5, 0, 3])[0, 1], abs=1e-4
+    )
+    assert [d["item"] for d in figures["disagreements"]] == ["p2", "p4"]
+    markdown = (out / "calibration.md").read_text()
+    assert "- p2: human 7, model 5 (-2)" in markdown
+    assert "exact agreement: 50.0% (2/4)" in markdown
+
+
+def test_calibrate_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    file = tmp_path / "graded.jsonl"
+    file.write_text('{"problem": "P", "proof": "x", "human_grade": 7}\nnot json\n')
+    result = CliRunner().invoke(eval_group, ["calibrate", str(file), "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "line 2: not JSON" in result.output
+    assert result.output.count("\n") == 1
+    file.write_text('{"problem": "P", "proof": "x", "human_grade": 9}\n')
+    result = CliRunner().invoke(eval_group, ["calibrate", str(file), "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "not within 0-7" in result.output
