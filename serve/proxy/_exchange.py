@@ -43,6 +43,28 @@ class _Abort(Exception):
     pass
 
 
+_draining: set[asyncio.Task[None]] = set()
+
+
+async def _drain(response: httpx.Response) -> None:
+    """Read the little that follows a protocol terminal (the chunked-body end) so the upstream
+    connection goes back to the pool instead of being reset; bounded, off the client's path."""
+    try:
+        async with asyncio.timeout(2.0):
+            async for _ in response.aiter_raw():
+                pass
+    except (TimeoutError, httpx.HTTPError):
+        pass
+    finally:
+        await response.aclose()
+
+
+def _drain_later(response: httpx.Response) -> None:
+    task = asyncio.get_running_loop().create_task(_drain(response))
+    _draining.add(task)
+    task.add_done_callback(_draining.discard)
+
+
 _ABORT_MESSAGES = {
     "first_byte_timeout": "upstream sent no byte within the first-byte deadline",
     "idle_timeout": "upstream went silent past the idle deadline",
@@ -256,6 +278,8 @@ class Exchange:
                         if events:
                             await self._deliver(events, turn)
                         if decoder.finished:
+                            _drain_later(response)
+                            response = None
                             break
                     else:
                         await self._deliver(decoder.close(), turn)

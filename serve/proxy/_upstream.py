@@ -7,7 +7,9 @@ itself at 64 concurrent streams (research/peer-measurements.md §1.3).
 
 from __future__ import annotations
 
+import functools
 import itertools
+import ssl
 from dataclasses import replace
 
 import httpx
@@ -26,6 +28,12 @@ _CLIENTS_PER_PROVIDER = 8
 _ERROR_BODY_LIMIT = 64 * 1024
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every client: building one costs milliseconds each."""
+    return httpx.create_ssl_context()
+
+
 class UpstreamClients:
     def __init__(self, providers: tuple[Provider, ...], deadlines: Deadlines) -> None:
         timeout = httpx.Timeout(connect=deadlines.connect, read=None, write=60.0, pool=None)
@@ -34,7 +42,7 @@ class UpstreamClients:
         self._all: list[httpx.AsyncClient] = []
         for provider in providers:
             clients = [
-                httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False)
+                httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False, verify=_tls())
                 for _ in range(_CLIENTS_PER_PROVIDER)
             ]
             self._all.extend(clients)

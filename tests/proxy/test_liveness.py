@@ -1,0 +1,144 @@
+"""The upstream dies, stalls, prefills for long or refuses: the client always gets a
+protocol-correct answer or error in bounded time, keepalives flow only while the upstream
+deadline holds, and failover happens only before any model output."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from serve.proxy import Deadlines
+from tests.fakes.fake_endpoint import Fault, Reply
+from tests.proxy.helpers import FRONTS, ask, proxied
+
+FAST = Deadlines(first_byte=0.6, idle=0.4, keepalive=0.1, open_after=0.05, max_wall=60)
+ERRORS = (anthropic.APIError, openai.APIError)
+BOUND = 15.0  # "did not hang": generous, the deadlines above are all under 2 s
+
+
+def _fails(front: str, proxy: object, *, stream: bool) -> bool:
+    try:
+        seen = ask(front, proxy, stream=stream, tools=False)  # type: ignore[arg-type]
+    except ERRORS:
+        return True
+    return seen.stop == "failed"
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        Fault(stall_after_chunks=3),
+        Fault(reset_after_chunks=3),
+        Fault(truncate_after_chunks=3),
+        Fault(error_event_after_chunks=3),
+        Fault(prefill_delay=30),
+    ],
+    ids=["stall", "reset", "truncate", "error-event", "no-first-byte"],
+)
+@pytest.mark.parametrize("upstream", ["chat", "anthropic"])
+def test_a_dying_upstream_ends_in_an_error_for_every_front(
+    upstream: str, fault: Fault, stream: bool
+) -> None:
+    reply = Reply(reasoning="r" * 40, text="t" * 80, chunk_chars=4, fault=fault)
+    with proxied(lambda _: reply, upstream, deadlines=FAST) as (_, proxy):
+        for front in FRONTS:
+            started = time.monotonic()
+            assert _fails(front, proxy, stream=stream), f"{front} saw a success"
+            assert time.monotonic() - started < BOUND
+
+
+def _raw_stream(url: str, path: str, body: dict[str, object]) -> list[str]:
+    with httpx.stream("POST", url + path, json=body, timeout=BOUND) as response:
+        return [frame for frame in response.read().decode().split("\n\n") if frame]
+
+
+def test_long_prefill_gets_pings_then_the_answer() -> None:
+    reply = Reply(text="late but fine", fault=Fault(prefill_delay=0.5))
+    limits = Deadlines(first_byte=10, idle=5, keepalive=0.1, open_after=0.02)
+    with proxied(lambda _: reply, "chat", deadlines=limits) as (_, proxy):
+        body = {"model": "g", "max_tokens": 50, "stream": True,
+                "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+        frames = _raw_stream(proxy.url, "/v1/messages", body)
+        assert frames[0].startswith("event: message_start")
+        pings = [i for i, f in enumerate(frames) if f.startswith("event: ping")]
+        first_text = next(i for i, f in enumerate(frames) if "text_delta" in f)
+        assert pings and max(pings) < first_text
+        assert frames[-1].startswith("event: message_stop")
+        chat = {"model": "g", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        frames = _raw_stream(proxy.url, "/v1/chat/completions", chat)
+        assert any(f == ": keepalive" for f in frames) and frames[-1] == "data: [DONE]"
+        responses = {"model": "g", "stream": True, "input": "hi"}
+        frames = _raw_stream(proxy.url, "/v1/responses", responses)
+        assert frames[0].startswith("event: response.created")
+        assert any(f == ": keepalive" for f in frames)
+        assert frames[-1].startswith("event: response.completed")
+        # and the SDKs read through the pings
+        for front in FRONTS:
+            assert ask(front, proxy, stream=True, tools=False).text == "late but fine"
+
+
+def test_pings_stop_when_the_first_byte_deadline_passes() -> None:
+    """E39: keepalives must not mask a dead upstream."""
+    reply = Reply(text="never", fault=Fault(prefill_delay=30))
+    limits = Deadlines(first_byte=0.8, idle=5, keepalive=0.15, open_after=0.05)
+    with proxied(lambda _: reply, "chat", deadlines=limits) as (_, proxy):
+        body = {"model": "g", "max_tokens": 50, "stream": True,
+                "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
+        started = time.monotonic()
+        frames = _raw_stream(proxy.url, "/v1/messages", body)
+        assert time.monotonic() - started < BOUND
+        assert frames[0].startswith("event: message_start")
+        assert any(f.startswith("event: ping") for f in frames)
+        assert frames[-1].startswith("event: error") and "overloaded_error" in frames[-1]
+        assert not any("message_stop" in f for f in frames)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
+def test_rate_limit_and_server_errors_keep_their_status(stream: bool) -> None:
+    replies = [Reply(fault=Fault(status=429, retry_after=1)), Reply(fault=Fault(status=500))]
+    for reply in replies:
+        with proxied(lambda _, r=reply: r, "chat") as (_, proxy):
+            with pytest.raises(anthropic.RateLimitError if reply.fault and reply.fault.status
+                               == 429 else anthropic.APIStatusError):  # fmt: skip
+                ask("anthropic", proxy, stream=stream, tools=False)
+            with pytest.raises(openai.APIStatusError) as info:
+                ask("chat", proxy, stream=stream, tools=False)
+            assert info.value.status_code == (reply.fault.status if reply.fault else 0)
+            with pytest.raises(openai.APIStatusError):
+                ask("responses", proxy, stream=stream, tools=False)
+
+
+def test_failover_before_output_and_not_after(tmp_path: Path) -> None:
+    refused = Reply(fault=Fault(status=503))
+    good = Reply(text="from the backup")
+    with proxied([refused] * 3, "chat", second=[good] * 3, telemetry=tmp_path / "t.db") as (
+        fake, proxy,
+    ):  # fmt: skip
+        for front in FRONTS:
+            assert ask(front, proxy, stream=True, tools=False).text == "from the backup"
+        assert len(fake.requests) == 3
+    stalled = Reply(text="half an answer " * 4, chunk_chars=4, fault=Fault(stall_after_chunks=4))
+    with proxied(lambda _: stalled, "chat", deadlines=FAST, second=[]) as (_, proxy):
+        assert _fails("anthropic", proxy, stream=True)
+        assert proxy.backup.requests == []  # type: ignore[attr-defined]
+
+
+def test_client_disconnect_closes_the_upstream() -> None:
+    reply = Reply(text="x" * 400, chunk_chars=2, chunk_delay=0.05)
+    with proxied(lambda _: reply, "chat") as (_, proxy):
+        body = {"model": "g", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        with httpx.stream("POST", proxy.url + "/v1/chat/completions", json=body) as response:
+            for _ in response.iter_raw():
+                break
+        metrics = proxy.state.metrics
+        deadline = time.monotonic() + BOUND
+        while ("chat", "fake", "client_cancel") not in metrics.requests:
+            assert time.monotonic() < deadline, dict(metrics.requests)
+            time.sleep(0.05)
+        assert metrics.in_flight == 0
