@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict
 
 from solver.store import RunReader, StoreError, iter_blob_refs, load_public_key
-from solver.store.blobs import hash_file
+from solver.store.blobs import READ_CHUNK, hash_file
 from solver.store.journal import JournalScan, Record, scan_journal
 
 Status = Literal["pass", "warn", "fail"]
@@ -207,9 +207,9 @@ def check_chain(ctx: AuditContext) -> list[Check]:
     return capped(name, rows)
 
 
-def _hash_blob(path: Path) -> tuple[Path, str, int]:
-    digest, size = hash_file(path)
-    return path, digest, size
+def _hash_blobs(paths: list[Path]) -> list[tuple[Path, str, int]]:
+    buffer = bytearray(READ_CHUNK)
+    return [(path, *hash_file(path, buffer)) for path in paths]
 
 
 def check_blobs(ctx: AuditContext) -> list[Check]:
@@ -218,20 +218,23 @@ def check_blobs(ctx: AuditContext) -> list[Check]:
     rows: list[Check] = []
     paths = list(ctx.blob_files.values())
     total = 0
-    # hashlib releases the GIL on large buffers, so a few threads hash files in parallel.
-    with ThreadPoolExecutor(max_workers=HASH_WORKERS) as pool:
-        for path, digest, size in pool.map(_hash_blob, paths):
-            total += size
-            expected = "sha256:" + path.name
-            if digest != expected or path.parent.name != path.name[:2]:
-                rows.append(
-                    Check(
-                        name=name,
-                        status="fail",
-                        where=relative(ctx, path),
-                        detail=f"content hashes to {digest}, not to its name",
-                    )
+    # hashlib releases the GIL on large buffers, so a few threads hash files in parallel;
+    # each thread takes an interleaved share, keeping per-file overhead out of the pool.
+    workers = max(1, HASH_WORKERS)
+    shares = [paths[start::workers] for start in range(workers)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = [item for share in pool.map(_hash_blobs, shares) for item in share]
+    for path, digest, size in sorted(results):
+        total += size
+        if digest != "sha256:" + path.name or path.parent.name != path.name[:2]:
+            rows.append(
+                Check(
+                    name=name,
+                    status="fail",
+                    where=relative(ctx, path),
+                    detail=f"content hashes to {digest}, not to its name",
                 )
+            )
     leftovers = ctx.reader.files_in("blobs/tmp")
     if leftovers:
         rows.append(

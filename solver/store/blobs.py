@@ -51,16 +51,18 @@ def parse_digest(digest: str) -> str:
 
 
 def iter_blob_refs(value: Any) -> Iterator[str]:
-    """Every digest named by a ``{"blob": "sha256:..."}`` object anywhere inside ``value``."""
-    if isinstance(value, dict):
-        named = value.get("blob")
-        if isinstance(named, str) and named.startswith("sha256:"):
-            yield named
-        for item in value.values():
-            yield from iter_blob_refs(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from iter_blob_refs(item)
+    """Every digest named by a ``{"blob": "sha256:..."}`` object anywhere inside ``value``,
+    in document order."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            named = item.get("blob")
+            if type(named) is str and named.startswith("sha256:"):
+                yield named
+            stack.extend(reversed([v for v in item.values() if type(v) in (dict, list)]))
+        elif type(item) is list:
+            stack.extend(reversed([v for v in item if type(v) in (dict, list)]))
 
 
 def hash_file(path: Path, buffer: bytearray | None = None) -> tuple[str, int]:

@@ -67,26 +67,31 @@ def parse_line(line: bytes) -> Record:
         raise ValueError(f"not JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
-    keys = set(obj)
-    if keys != RECORD_KEYS:
-        missing = sorted(RECORD_KEYS - keys)
-        extra = sorted(keys - RECORD_KEYS)
+    if obj.keys() != RECORD_KEYS:
+        missing = sorted(RECORD_KEYS - obj.keys())
+        extra = sorted(obj.keys() - RECORD_KEYS)
         raise ValueError(f"wrong fields (missing {missing}, unexpected {extra})")
-    ints = ("seq", "v", "sess")
-    strs = ("t", "type", "prev")
-    if not all(type(obj[k]) is int for k in ints) or not all(isinstance(obj[k], str) for k in strs):
+    # type() rather than isinstance(): JSON true/false must not pass for integers.
+    if not (
+        type(obj["seq"]) is int
+        and type(obj["v"]) is int
+        and type(obj["sess"]) is int
+        and type(obj["t"]) is str
+        and type(obj["type"]) is str
+        and type(obj["prev"]) is str
+    ):
         raise ValueError("seq, v, sess must be integers and t, type, prev strings")
-    if not isinstance(obj["data"], dict):
+    if type(obj["data"]) is not dict:
         raise ValueError("data is not an object")
     return Record(
-        seq=obj["seq"],
-        t=obj["t"],
-        type=obj["type"],
-        v=obj["v"],
-        sess=obj["sess"],
-        data=obj["data"],
-        prev=obj["prev"],
-        line_hash=line_hash(line),
+        obj["seq"],
+        obj["t"],
+        obj["type"],
+        obj["v"],
+        obj["sess"],
+        obj["data"],
+        obj["prev"],
+        "sha256:" + hashlib.sha256(line).hexdigest(),
     )
 
 
