@@ -17,7 +17,7 @@ def solver_env(tmp_path: Path) -> dict[str, str]:
         for k, v in os.environ.items()
         if not k.startswith(("SOLVER_", "OPENAI_", "ANTHROPIC_"))
     }
-    env["SOLVER_ENDPOINT_FILE"] = str(tmp_path / "no-endpoint.json")
+    env["SOLVER_ENDPOINT_FILE"] = str(tmp_path / "endpoint.json")  # absent unless a test writes it
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
