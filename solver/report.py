@@ -251,7 +251,7 @@ def load_report(
         selected=selected,
         proof_text=proof_text,
         evaluation=_evaluation(ordered, result),
-        in_loop_score=result.get("score") if result else _in_loop_score(ordered, state),
+        in_loop_score=_in_loop_score(ordered, state),
         answer_check=result.get("answer_check"),
         lineages=_lineages(state, ordered),
         calls=tuple(ordered),

@@ -173,7 +173,7 @@ def _timeline_svg(report: RunReport) -> str:
     height = 30 + row * len(spans)
     scale = (width - left - 10) / total
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" '
         f'role="img" aria-label="timeline of the calls">'
     ]
     for e in report.timeline:

@@ -165,6 +165,7 @@ class _Parser:
         if kind == "space":
             return " "
         if kind == "newline":
+            self.optional_argument()  # a spacing like \\[2mm]
             return "<br>"
         if kind == "char":
             return html.escape(value)
@@ -239,23 +240,31 @@ def _text_to_html(text: str) -> str:
     out = re.sub(r"\\textbf\{([^{}]*)\}", r"<b>\1</b>", out)
     out = re.sub(r"\\(?:begin|end)\{(?:itemize|enumerate|center|quote)\}", "", out)
     out = re.sub(r"\\item\s*", "• ", out)
-    out = re.sub(r"\*\*([^*\n]+)\*\*", r"<b>\1</b>", out)
     return out.replace("\\$", "$").replace("~", "\u00a0").replace("---", "—").replace("--", "–")
 
 
 def tex_to_html(text: str) -> str:
     """Prose with inline and display math, as HTML for a ``white-space: pre-wrap`` block.
-    Markdown headings (``#`` lines) become headings."""
+    Markdown headings (``#`` lines), ``**bold**``, ``*emphasis*`` and ``---`` rules are shown
+    as such."""
     parts: list[str] = []
     position = 0
     for match in _MATH.finditer(text):
-        parts.append(_text_to_html(text[position : match.start()]))
+        before = text[position : match.start()]
         display = match.group("dd") is not None or match.group("db") is not None
+        if display:  # the block is on its own line already
+            before = re.sub(r"\n[ \t]*$", "", before)
+        parts.append(_text_to_html(before))
         source = next(g for g in match.group("dd", "db", "ip", "id") if g is not None)
         parts.append(math_to_html(source, display=display))
         position = match.end()
+        if display and text.startswith("\n", position):
+            position += 1
     parts.append(_text_to_html(text[position:]))
     rendered = "".join(parts)
+    rendered = re.sub(r"(?m)^[ \t]*(?:—|\*\*\*|___)[ \t]*$\n?", "<hr>", rendered)
+    rendered = re.sub(r"\*\*([^*\n]+?)\*\*", r"<b>\1</b>", rendered)
+    rendered = re.sub(r"(?<![*\w])\*([^*\s][^*\n]*?)\*(?![*\w])", r"<i>\1</i>", rendered)
     return re.sub(
         r"(?m)^(#{1,6})[ \t]+(.*)$\n*",
         lambda m: f'<span class="h h{len(m.group(1))}">{m.group(2)}</span>',

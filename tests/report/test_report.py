@@ -129,6 +129,11 @@ def test_tex_rendering_is_readable_and_safe() -> None:
     assert tex_to_html(r"$\unknowncmd{y}$").count(r"\unknowncmd") == 1
     hostile = tex_to_html(r"$\text{</span><script>alert(1)</script>}$")
     assert "<script>" not in hostile
+    # Markdown emphasis around math, rules, and display math on its own lines.
+    prose = tex_to_html("**\\(k=0\\).** is *not* it\n\n---\nso\n\\[\nx \\\\[2mm] y\n\\]\nend")
+    assert '<b><span class="math">k=0</span>.</b> is <i>not</i> it' in prose
+    assert "<hr>" in prose
+    assert 'so<span class="math display">x <br> y</span>end' in prose
 
 
 def chromium() -> str | None:
