@@ -13,6 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from solver.commands.eval import eval_group
+from solver.evaluate_scores import RunScore, score_from_result, summarise
 from tests.fakes.fake_endpoint import FakeEndpoint
 from tests.report.responders import disagreeing_graders, olympiad, slow
 
@@ -165,3 +166,26 @@ def test_eval_bad_set_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and result.output.startswith("error:")
     assert result.output.count("\n") == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_scores_scale_to_points_and_a_missing_proof_scores_zero() -> None:
+    result = {
+        "outcome": "partial",
+        "selected": {"lineage": "L0"},
+        "evaluation_score": 5,
+        "evaluation": {"scores": [5, 4, 6], "reconciled": False},
+        "tokens": {"total": 9},
+    }
+    ten = score_from_result("A", 1, "d", 10, result)
+    assert ten.rubric == round(5 * 10 / 7, 3) and ten.strict == 0
+    full = score_from_result("A", 2, "d", 10, {**result, "evaluation_score": 7})
+    assert full.rubric == 10 and full.strict == 10
+    none = score_from_result("B", 1, "d", 7, {**result, "selected": None, "outcome": "failed"})
+    assert none.grade is None and none.rubric == 0 and none.strict == 0
+    lost = RunScore("B", 2, "d", "error", 7, error="endpoint down")
+    summary = summarise([("A", 10), ("B", 7)], [ten, full, none, lost], runs=2)
+    assert [t.complete for t in summary.totals] == [True, False]
+    assert summary.rubric_total is not None and summary.rubric_total.n == 1  # only run 1
+    assert summary.strict_total is not None and summary.strict_total.mean == 0
+    assert summary.max_total == 17 and summary.unfinished == [lost]
+    assert summary.problems[0].strict is not None and summary.problems[0].strict.high == 10

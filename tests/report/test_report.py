@@ -16,6 +16,7 @@ from solver.commands.report import report
 from solver.report import load_report
 from solver.report_html import render_html
 from solver.report_tex import tex_to_html
+from solver.store import RunStore
 from tests.report.conftest import cut_journal
 from tests.report.responders import GOOD_PROOF
 
@@ -81,6 +82,19 @@ def test_unfinished_run_is_reported_from_its_journal_so_far(
     markdown = CliRunner().invoke(report, [str(run_dir)]).output
     assert "No proof has been selected yet." in markdown
     assert "(not finished)" in markdown
+
+
+def test_a_run_whose_writer_is_alive_is_running(finished_run: Path, tmp_path: Path) -> None:
+    lines = journal(finished_run)
+    cut = next(i for i, r in enumerate(lines) if r["type"] == "llm.started") + 1
+    run_dir = cut_journal(finished_run, tmp_path / "live", cut)
+    with RunStore.open(run_dir):  # holds the writer lock, as a live solve does
+        live = load_report(run_dir)
+    assert live.state == "running"
+    first = live.calls[0]
+    assert first.status == "running" and first.seconds is None
+    assert load_report(run_dir).state == "crashed"
+    assert load_report(run_dir).calls[0].status == "unfinished"
 
 
 def test_report_errors_are_one_line_with_exit_codes(finished_run: Path, tmp_path: Path) -> None:
