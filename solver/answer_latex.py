@@ -18,6 +18,7 @@ passes a size guard before sympy evaluates it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import sympy
@@ -420,13 +421,16 @@ def _from_parse_latex(source: str) -> sympy.Expr:
     return value
 
 
+READERS: tuple[Callable[[str], sympy.Expr], ...] = (_from_translation, _from_parse_latex)
+
+
 def to_sympy(source: str) -> sympy.Expr:
     """One math expression (no relations, no commas) as a sympy expression."""
     if re.search(r"[=<>]|\\(?:le|ge|ne|lt|gt|in|mid|to|cup|cap|setminus)(?![A-Za-z])", source):
         # parse_latex would read a prefix of "x^2 (x >= 2), 0 (x = 1)" and drop the rest.
         raise LatexError("a relation is not an expression")
     errors: list[str] = []
-    for reader in (_from_translation, _from_parse_latex):
+    for reader in READERS:
         try:
             return reader(source)
         except LatexError as exc:

@@ -277,7 +277,11 @@ def compare_sets(left: sympy.Set, right: sympy.Set, integer_context: bool = Fals
             return AnswerCheck("equivalent", f"{_short(left)} = {_short(right)}")
         if equal is False and integer_context:
             integers = sympy.S.Integers
-            if _sets_equal(left.intersect(integers), right.intersect(integers)):
+            on_integers = left.intersect(integers)
+            # An answer with no integer in it is not about integers: the difference stands.
+            if on_integers.is_empty is False and _sets_equal(
+                on_integers, right.intersect(integers)
+            ):
                 return AnswerCheck(
                     "undecided",
                     f"{_short(left)} and {_short(right)} differ as sets of reals but agree on "
