@@ -359,6 +359,7 @@ class ModelClient:
         ttft: float | None = None
         failure: TransportError | None = None
         local_failure: str | None = None
+        local_message: str | None = None
         http_request = client.build_request(
             "POST",
             self.url,
@@ -458,6 +459,7 @@ class ModelClient:
             raise
         except BaseException as exc:
             local_failure = "cancelled" if isinstance(exc, asyncio.CancelledError) else "local"
+            local_message = self._redact(repr(exc))
             raise
         finally:
             watchdog.stop()
@@ -481,7 +483,7 @@ class ModelClient:
                     finish_reason=finish,
                     retry_index=retry_index,
                     error_kind=failure.kind if failure is not None else local_failure,
-                    error_message=failure.message if failure is not None else None,
+                    error_message=failure.message if failure is not None else local_message,
                     retryable=failure.retryable if failure is not None else False,
                     normalised_cases=tuple(sorted(decoder.cases)),
                     response_sha256=hasher.hexdigest(),

@@ -198,10 +198,30 @@ def test_random_event_streams_end_in_exactly_one_terminal(
     fold_events(events)
 
 
-chat_keys = st.sampled_from(["choices", "delta", "content", "reasoning_content", "reasoning",
-                             "tool_calls", "function", "arguments", "name", "index", "id",
-                             "finish_reason", "usage", "prompt_tokens", "error", "object",
-                             "message", "code", "function_call", "prompt_tokens_details"])
+chat_keys = st.sampled_from(
+    [
+        "choices",
+        "delta",
+        "content",
+        "reasoning_content",
+        "reasoning",
+        "tool_calls",
+        "function",
+        "arguments",
+        "name",
+        "index",
+        "id",
+        "finish_reason",
+        "usage",
+        "prompt_tokens",
+        "error",
+        "object",
+        "message",
+        "code",
+        "function_call",
+        "prompt_tokens_details",
+    ]
+)
 loose_chat = st.recursive(
     scalars,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(chat_keys, inner, max_size=4),
