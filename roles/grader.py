@@ -66,7 +66,9 @@ class EvaluationInputs(RoleInputs):
 
 
 class ReconcileInputs(EvaluationInputs):
-    grader_judgments: Annotated[tuple[str, ...], Kind("grader_judgments"), Field(min_length=2)]
+    grader_judgments: Annotated[
+        tuple[str, ...], Kind("grader_judgments"), Field(min_length=2, strict=False)
+    ]
 
 
 class Output(RoleOutput):

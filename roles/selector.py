@@ -26,7 +26,9 @@ MAX_SHOWN = 26 * 27  # labels A..ZZ
 class Inputs(RoleInputs):
     problem_statement: Annotated[str, Kind("problem_statement"), Field(min_length=1)]
     anonymised_proofs: Annotated[
-        tuple[str, ...], Kind("anonymised_proofs"), Field(min_length=1, max_length=MAX_SHOWN)
+        tuple[str, ...],
+        Kind("anonymised_proofs"),
+        Field(min_length=1, max_length=MAX_SHOWN, strict=False),
     ]
 
 

@@ -169,6 +169,7 @@ REFERENCE_STEP = REFERENCE["imo-bench-number_theory-016"]
         # n names an integer: equal on the integers, different on the reals -> undecided
         ("n > 1", r"$n \ge 2$", UNDECIDED),
         (r"n \ge 3", r"$n \ge 2$", NEQ),
+        (r"0 < k \le \frac{4}{10}", r"$0 < k \le \frac{4}{9}$", NEQ),  # no integer inside
         ("all n \\ge 2", r"$n \ge 2$", EQ),
         ("every positive integer", "All positive integers", EQ),
     ],

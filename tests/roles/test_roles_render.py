@@ -140,6 +140,17 @@ def test_inputs_refuse_fields_outside_the_policy() -> None:
         inputs.proof_text = "changed"  # type: ignore[misc]
 
 
+def test_inputs_round_trip_through_json_and_plain_data() -> None:
+    """The engine stores inputs as JSON; the audit rebuilds them from it (lists for tuples)."""
+    for key in roles.POLICY_KEYS:
+        inputs = sample_inputs(key)
+        model = type(inputs)
+        assert model.model_validate_json(inputs.model_dump_json()) == inputs
+        assert model.model_validate(inputs.model_dump(mode="json")) == inputs
+    with pytest.raises(pydantic.ValidationError):
+        verifier.Inputs.model_validate({"problem_statement": 3, "proof_text": PROOF})
+
+
 def test_render_refuses_another_roles_inputs() -> None:
     with pytest.raises(TypeError, match="takes"):
         roles.render("verifier", "stepwise", sample_inputs("reviewer"))
