@@ -163,7 +163,12 @@ def _served_model(results: list[JobResult]) -> str | None:
     return None
 
 
-@click.group("eval", cls=_DefaultToRun, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    "eval",
+    cls=_DefaultToRun,
+    subcommand_metavar="SET [OPTIONS] | calibrate FILE [OPTIONS]",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 def eval_group() -> None:
     """Score a whole problem set like a competition (`solver eval SET`), or measure the
     graders against human grades (`solver eval calibrate FILE`)."""
@@ -370,7 +375,3 @@ def calibrate(
         f"{text}\nresults: {json_path}  {md_path}",
     )
     _exit_on_errors(results, as_json)
-
-
-if __name__ == "__main__":
-    eval_group()

@@ -102,7 +102,7 @@ def test_eval_resumes_after_a_kill_without_repeating_finished_runs(tmp_path: Pat
     with FakeEndpoint(slow(olympiad, 0.004)) as fake:
         args = eval_args(set_path, out, fake.url, "--runs", "2", "--concurrency-problems", "2")
         child = subprocess.Popen(
-            [sys.executable, "-m", "solver.commands.eval", *args],
+            [sys.executable, "-m", "solver.cli", "eval", *args],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
