@@ -13,32 +13,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception,
-    stop_after_attempt,
-    stop_after_delay,
-    wait_exponential,
-    wait_random,
-)
-from tenacity.stop import stop_base
 
+from solver.llm import _policy
 from solver.llm._ids import new_request_id
+from solver.llm._policy import AllowList, host_port, status_error
 from solver.llm._watchdog import Watchdog
 from solver.llm.codec import PATHS, StreamDecoder, encode_request
 from solver.llm.errors import (
     ContextLengthExceeded,
     EndpointUnreachable,
     FirstByteTimeout,
-    HostNotAllowed,
     HTTPStatusError,
     IdleTimeout,
     StreamProtocolError,
@@ -68,66 +57,7 @@ from solver.llm.types import (
 
 __all__ = ["ModelClient"]
 
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
-_CONTEXT_ERROR = re.compile(
-    r"context.length|maximum context|context size|context window|too many tokens|"
-    r"exceed_context|prompt is too long",
-    re.IGNORECASE,
-)
-_EXCERPT = 2000
 _DEADLINE_ERRORS = {"first_byte": FirstByteTimeout, "idle": IdleTimeout, "total": TotalTimeout}
-
-
-def _host_port(url: str) -> tuple[str, int]:
-    parts = urlsplit(url)
-    default = 443 if parts.scheme == "https" else 80
-    return (parts.hostname or "").lower(), parts.port or default
-
-
-class _AllowList(httpx.AsyncBaseTransport):
-    """Refuses any request to a host:port other than the endpoint's, before it is sent."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport, allowed: tuple[str, int]) -> None:
-        self._inner = inner
-        self._allowed = allowed
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        port = url.port or (443 if url.scheme == "https" else 80)
-        if (url.host.lower(), port) != self._allowed:
-            raise HostNotAllowed(
-                f"refusing {url.host}:{port}: only {self._allowed[0]}:{self._allowed[1]} is allowed"
-            )
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
-
-
-class _Wait:
-    """Backoff with jitter, or the server's Retry-After (capped at ``max_wait``)."""
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        # exponential from initial_wait, plus up to initial_wait of jitter
-        self._backoff = wait_exponential(multiplier=policy.initial_wait, max=policy.max_wait)
-        self._jitter = wait_random(0, policy.initial_wait)
-        self._max = policy.max_wait
-
-    def __call__(self, state: RetryCallState) -> float:
-        outcome = state.outcome
-        error = outcome.exception() if outcome is not None else None
-        if isinstance(error, HTTPStatusError) and error.retry_after is not None:
-            return min(error.retry_after, self._max)
-        return min(float(self._backoff(state) + self._jitter(state)), self._max)
 
 
 class ModelClient:
@@ -147,13 +77,14 @@ class ModelClient:
         self.deadlines = deadlines
         self.retry = retry
         self.url = endpoint.api_root + PATHS[endpoint.api]
-        self._allowed = _host_port(endpoint.base_url)
+        self._allowed = host_port(endpoint.base_url)
         self._proxy = proxy
         self._transport = transport
         self._prompt_tokens = prompt_tokens
         self._http: httpx.AsyncClient | None = None
         self._server: ServerInfo | None = None
         self._probed = False
+        self._first_probe: asyncio.Task[ServerInfo] | None = None
 
     async def __aenter__(self) -> ModelClient:
         timeout = httpx.Timeout(connect=self.deadlines.connect, read=None, write=None, pool=None)
@@ -163,7 +94,7 @@ class ModelClient:
             proxy = httpx.Proxy(self._proxy) if self._proxy else None
             inner = httpx.AsyncHTTPTransport(proxy=proxy, retries=0)
         self._http = httpx.AsyncClient(
-            transport=_AllowList(inner, self._allowed),
+            transport=AllowList(inner, self._allowed),
             timeout=timeout,
             trust_env=False,  # ambient HTTP(S)_PROXY must not reroute model traffic
             follow_redirects=False,
@@ -175,6 +106,8 @@ class ModelClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        if self._first_probe is not None and not self._first_probe.done():
+            self._first_probe.cancel()
         if self._http is not None:
             await self._http.aclose()
             self._http = None
@@ -207,7 +140,7 @@ class ModelClient:
     def _tracer(
         self, observer: AttemptObserver | None
     ) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
-        host, port = _host_port(self._proxy) if self._proxy else self._allowed
+        host, port = host_port(self._proxy) if self._proxy else self._allowed
 
         async def trace(name: str, info: dict[str, Any]) -> None:
             if name == "connection.connect_tcp.complete" and observer is not None:
@@ -253,15 +186,7 @@ class ModelClient:
         """Run ``request`` to a :class:`Completion`, retrying per policy; raises a
         :class:`TransportError` subclass when it gives up."""
         effective, cap = await self._capped(request, observer)
-        stop: stop_base = stop_after_attempt(self.retry.max_attempts)
-        if self.retry.give_up_after is not None:
-            stop = stop | stop_after_delay(self.retry.give_up_after)
-        retrying = AsyncRetrying(
-            stop=stop,
-            wait=_Wait(self.retry),
-            retry=retry_if_exception(lambda e: isinstance(e, TransportError) and e.retryable),
-            reraise=True,
-        )
+        retrying = _policy.retrying(self.retry)
         recapped = False
         async for attempt in retrying:
             with attempt:
@@ -283,10 +208,13 @@ class ModelClient:
         self, request: Request, observer: AttemptObserver
     ) -> tuple[Request, int | None]:
         if not self._probed:
-            self._probed = True
-            # no context length known means no capping; the request itself will tell
+            # concurrent first calls share one probe; a failed probe means no capping (the
+            # request itself will tell if it does not fit)
+            if self._first_probe is None:
+                self._first_probe = asyncio.ensure_future(self.probe(observer))
             with contextlib.suppress(TransportError):
-                await self.probe(observer)
+                await asyncio.shield(self._first_probe)
+            self._probed = True
         info = self._server
         if info is None or info.context_length is None:
             return request, None
@@ -315,20 +243,8 @@ class ModelClient:
     def _status_error(
         self, status: int, body: bytes, headers: httpx.Headers, request_id: str | None
     ) -> HTTPStatusError:
-        excerpt = self._redact(body[:_EXCERPT].decode("utf-8", "replace"))
-        message = f"HTTP {status} from {self.url}: {excerpt[:300]}"
-        if status in (400, 413, 422) and _CONTEXT_ERROR.search(excerpt):
-            return ContextLengthExceeded(
-                message, status=status, body_excerpt=excerpt, request_id=request_id, url=self.url
-            )
-        return HTTPStatusError(
-            message,
-            status=status,
-            body_excerpt=excerpt,
-            retry_after=_retry_after(headers.get("retry-after")),
-            retryable=status in _RETRYABLE_STATUS,
-            request_id=request_id,
-            url=self.url,
+        return status_error(
+            status, body, headers, url=self.url, request_id=request_id, secret=self.endpoint.api_key
         )
 
     async def _attempt(

@@ -19,7 +19,7 @@ from solver.llm import (
     Request,
     RetryPolicy,
 )
-from solver.llm.client import _Wait
+from solver.llm._policy import Wait as _Wait
 from tests.fakes.fake_endpoint import FakeEndpoint, Reply
 from tests.llm.recorder import Recorder
 
