@@ -39,8 +39,10 @@ def _resolve(name: str) -> Traversable:
     return node
 
 
+@cache
 def template_source(name: str) -> bytes:
-    """The exact bytes of a template, by its path relative to ``prompts/``."""
+    """The exact bytes of a template, by its path relative to ``prompts/``. Read once per
+    process, so what is rendered and what is hashed into a run can never disagree."""
     return _resolve(name).read_bytes()
 
 
