@@ -4,6 +4,7 @@ tests/roles/data/README.md)."""
 from __future__ import annotations
 
 import csv
+import json
 import threading
 from pathlib import Path
 
@@ -221,3 +222,18 @@ def test_check_never_raises(candidate: str, reference: str) -> None:
 )
 def test_extract_final_answer(text: str, answer: str | None) -> None:
     assert extract_final_answer(text) == answer
+
+
+def test_the_answer_check_catches_the_known_false_positive() -> None:
+    """DeepSeekMath-V2's IMO 2025 P6 proof passed every automatic verification and scored 0
+    with humans; its final answer differs from the reference. P1 and P3 (7/7) agree."""
+    path = DATA.parent / "dsm-v2-imo2025-tails.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    verdicts = {}
+    for row in rows:
+        candidate = extract_final_answer(row["proof_tail"])
+        assert candidate is not None, row["problem_idx"]
+        verdicts[row["problem_idx"]] = check_answer(candidate, row["answer"]).verdict
+    assert verdicts == {"IMO2025-1": EQ, "IMO2025-3": EQ, "IMO2025-6": NEQ}
+    p6 = next(row for row in rows if row["problem_idx"] == "IMO2025-6")
+    assert p6["average_automatic_rating"] == 1.0 and p6["human_rating"] == 0
