@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 
 import jinja2
 import pydantic
@@ -222,3 +224,18 @@ def test_selector_labels() -> None:
     assert [roles.label_index(label) for label in labels] == [0, 1, 25, 26, 27, 701]
     assert roles.label_index("proof") is None
     assert roles.label_index("") is None
+
+
+def test_roles_import_nothing_else_of_the_project() -> None:
+    """roles/ sees no transport, storage or loop: importing it loads no solver or serve module."""
+    code = (
+        "import sys, roles\n"
+        "roles.render('generator', 'direct', roles.get_role('generator').inputs_model("
+        "problem_statement='p'))\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('solver', 'serve'))\n"
+        "print(','.join(bad))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert result.stdout.strip() == ""
