@@ -1,0 +1,148 @@
+"""`solver proxy use|stats`, `solver config claude|codex`: files, backups, diffs, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import click
+import httpx
+from click.testing import CliRunner
+
+from serve.proxy import ProxyServer, load_config
+from solver.commands.proxy import config_agents, group
+from tests.fakes.fake_endpoint import FakeEndpoint, Reply
+from tests.proxy.helpers import ask
+
+
+@click.group()
+def cli() -> None:
+    pass
+
+
+cli.add_command(group)
+cli.add_command(config_agents, "config")
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def _config(tmp_path: Path, a: str, b: str) -> Path:
+    path = tmp_path / "proxy.toml"
+    path.write_text(
+        f"""
+[server]
+port = 0
+telemetry = "t.sqlite"
+[deadlines]
+idle = 30
+[[providers]]
+name = "a"
+base_url = "{a}/v1"
+api = "chat"
+[[providers]]
+name = "b"
+base_url = "{b}"
+api = "anthropic"
+[providers.price]
+output = 1.5
+"""
+    )
+    return path
+
+
+def test_use_switches_live_and_persists(tmp_path: Path) -> None:
+    with (
+        FakeEndpoint(lambda _: Reply(text="from a")) as a,
+        FakeEndpoint(lambda _: Reply(text="from b")) as b,
+    ):
+        path = _config(tmp_path, a.url, b.url)
+        with ProxyServer(load_config(path)) as proxy:
+            assert ask("chat", proxy, stream=True, tools=False).text == "from a"
+            code, out = _run("proxy", "--config", str(path), "use", "b", "--url", proxy.url)
+            assert code == 0, out
+            assert ask("chat", proxy, stream=True, tools=False).text == "from b"
+            assert httpx.get(proxy.url + "/health").json()["active_provider"] == "b"
+        assert load_config(path).active == "b"
+        code, out = _run("proxy", "--config", str(path), "use", "nope", "--url", proxy.url)
+        assert code == 6 and "no provider named" in out
+        code, out = _run("proxy", "--config", str(path), "stats")
+        assert code == 0 and "\na " in out and "\nb " in out
+
+
+def test_stats_and_bad_input_exit_codes(tmp_path: Path) -> None:
+    code, out = _run("proxy", "stats", "--db", str(tmp_path / "none.sqlite"))
+    assert code == 6 and "no telemetry database" in out
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[providers]]\nname = 1\n")
+    code, out = _run("proxy", "--config", str(bad))
+    assert code == 2 and "name must be a str" in out and "Traceback" not in out
+    code, out = _run("proxy", "--upstream", "ftp://x")
+    assert code == 2
+    code, out = _run("proxy", "--upstream", "http://127.0.0.1:9/v1", "--host", "0.0.0.0")
+    assert code == 2 and "needs a token" in out
+    code, out = _run("proxy")
+    assert code == 2
+
+
+def test_config_claude_backup_dry_run_restore(tmp_path: Path) -> None:
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    original = '{"theme": "dark", "env": {"KEEP": "1"}}\n'
+    settings.write_text(original)
+    os.chmod(settings, 0o600)
+    code, out = _run("config", "claude", "--settings", str(settings), "--dry-run",
+                     "--proxy", "http://127.0.0.1:9999")  # fmt: skip
+    assert code == 0 and '+    "ANTHROPIC_BASE_URL": "http://127.0.0.1:9999"' in out
+    assert settings.read_text() == original
+    for _ in range(2):  # twice: the backup must still be the original
+        code, out = _run("config", "claude", "--settings", str(settings), "--proxy",
+                         "http://127.0.0.1:9999")  # fmt: skip
+        assert code == 0, out
+    written = json.loads(settings.read_text())
+    assert written["theme"] == "dark" and written["env"]["KEEP"] == "1"
+    assert written["env"]["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:9999"
+    assert int(written["env"]["CLAUDE_STREAM_IDLE_TIMEOUT_MS"]) >= 300_000
+    assert written["env"]["CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK"] == "1"
+    assert settings.stat().st_mode & 0o777 == 0o600
+    code, out = _run("config", "claude", "--settings", str(settings), "--restore")
+    assert code == 0 and settings.read_text() == original
+    code, out = _run("config", "claude", "--settings", str(settings), "--restore")
+    assert code == 2 and "no backup" in out
+    settings.write_text("{not json")
+    code, out = _run("config", "claude", "--settings", str(settings))
+    assert code == 2 and "not valid JSON" in out
+
+
+def test_config_codex_keeps_the_rest_and_restores(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    original = (
+        '# my codex config\nmodel = "gpt-5"\nmodel_provider = "openai"\n\n'
+        '[model_providers.other]\nname = "other"\nbase_url = "http://x"\n\n'
+        '[profiles.fast]\nmodel = "o4"\n'
+    )
+    path.write_text(original)
+    for _ in range(2):
+        code, out = _run("config", "codex", "--codex-config", str(path), "--model", "glm-4.6")
+        assert code == 0, out
+    text = path.read_text()
+    parsed = tomllib.loads(text)
+    assert text.startswith("# my codex config")
+    assert parsed["model_provider"] == "olympiad-proxy" and parsed["model"] == "glm-4.6"
+    provider = parsed["model_providers"]["olympiad-proxy"]
+    assert provider["wire_api"] == "responses"
+    assert provider["base_url"] == "http://127.0.0.1:8788/v1"
+    assert parsed["model_providers"]["other"]["name"] == "other"
+    assert parsed["profiles"]["fast"]["model"] == "o4"
+    assert text.count("[model_providers.olympiad-proxy]") == 1
+    code, out = _run("config", "codex", "--codex-config", str(path), "--restore")
+    assert code == 0 and path.read_text() == original
+    fresh = tmp_path / "new" / "config.toml"
+    code, out = _run("config", "codex", "--codex-config", str(fresh))
+    assert code == 0 and tomllib.loads(fresh.read_text())["model_provider"] == "olympiad-proxy"
+    code, out = _run("config", "codex", "--codex-config", str(fresh), "--restore")
+    assert code == 0 and not fresh.exists()
