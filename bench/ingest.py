@@ -51,25 +51,57 @@ MODEL = "glm-bench"
 
 def build_frames(chunks: int) -> list[bytes]:
     """A GLM/SGLang-shaped stream: role chunk, reasoning, content, finish, usage, [DONE]."""
-    head = {"id": "chatcmpl-bench0123456789", "object": "chat.completion.chunk",
-            "created": 1_700_000_000, "model": MODEL}
+    head = {
+        "id": "chatcmpl-bench0123456789",
+        "object": "chat.completion.chunk",
+        "created": 1_700_000_000,
+        "model": MODEL,
+    }
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
-                  "matched_stop": None}
+        choice = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": None,
+            "finish_reason": finish,
+            "matched_stop": None,
+        }
         body = json.dumps({**head, "choices": [choice]}, separators=(",", ":"))
         return f"data: {body}\n\n".encode()
 
-    words = ["Let", " the", " odd", " squares", " be", " (2a+1)^2", " and", " (2b+1)^2", ".",
-             " Then", " their", " sum", " is", " 2", " mod", " 4", ",", " 你好", " x²"]
+    words = [
+        "Let",
+        " the",
+        " odd",
+        " squares",
+        " be",
+        " (2a+1)^2",
+        " and",
+        " (2b+1)^2",
+        ".",
+        " Then",
+        " their",
+        " sum",
+        " is",
+        " 2",
+        " mod",
+        " 4",
+        ",",
+        " 你好",
+        " x²",
+    ]
     body_count = chunks - 4
     frames = [chunk({"role": "assistant", "content": ""})]
     for i in range(body_count):
         key = "reasoning_content" if i < body_count * 2 // 3 else "content"
         frames.append(chunk({key: words[i % len(words)]}))
     frames.append(chunk({}, "stop"))
-    usage = {"prompt_tokens": 812, "completion_tokens": body_count, "total_tokens": 812 + body_count,
-             "prompt_tokens_details": {"cached_tokens": 0}}
+    usage = {
+        "prompt_tokens": 812,
+        "completion_tokens": body_count,
+        "total_tokens": 812 + body_count,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }
     frames.append(f"data: {json.dumps({**head, 'choices': [], 'usage': usage})}\n\n".encode())
     frames.append(b"data: [DONE]\n\n")
     return frames
@@ -78,12 +110,17 @@ def build_frames(chunks: int) -> list[bytes]:
 def serve(port_out: Any, chunks: int) -> None:
     frames = build_frames(chunks)
     blob = b"".join(b"%x\r\n%s\r\n" % (len(f), f) for f in frames) + b"0\r\n\r\n"
-    head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-            b"transfer-encoding: chunked\r\nx-request-id: bench\r\n\r\n")
-    models = json.dumps({"object": "list", "data": [
-        {"id": MODEL, "object": "model", "max_model_len": 10_000_000}]}).encode()
-    models_reply = (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    b"content-length: %d\r\n\r\n%s" % (len(models), models))
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\nx-request-id: bench\r\n\r\n"
+    )
+    models = json.dumps(
+        {"object": "list", "data": [{"id": MODEL, "object": "model", "max_model_len": 10_000_000}]}
+    ).encode()
+    models_reply = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(models), models)
+    )
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -111,8 +148,12 @@ def serve(port_out: Any, chunks: int) -> None:
 
 # ---------------------------------------------------------------- the three clients
 
-REQUEST_BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Prove it."}],
-                "max_tokens": 100_000, "stream": True}
+REQUEST_BODY = {
+    "model": MODEL,
+    "messages": [{"role": "user", "content": "Prove it."}],
+    "max_tokens": 100_000,
+    "stream": True,
+}
 
 
 class DiskObserver:
@@ -143,15 +184,17 @@ class DiskObserver:
 async def run_sdk(url: str, concurrency: int, rounds: int) -> None:
     from openai import AsyncOpenAI
 
-    http = httpx.AsyncClient(trust_env=False, timeout=60,
-                             limits=httpx.Limits(max_connections=None))
+    http = httpx.AsyncClient(trust_env=False, timeout=60, limits=httpx.Limits(max_connections=None))
     client = AsyncOpenAI(base_url=url + "/v1", api_key="bench", max_retries=0, http_client=http)
 
     async def one() -> None:
         for _ in range(rounds):
             stream = await client.chat.completions.create(
-                model=MODEL, messages=[{"role": "user", "content": "Prove it."}],
-                max_tokens=100_000, stream=True)
+                model=MODEL,
+                messages=[{"role": "user", "content": "Prove it."}],
+                max_tokens=100_000,
+                stream=True,
+            )
             async for _chunk in stream:
                 pass
 
@@ -160,8 +203,9 @@ async def run_sdk(url: str, concurrency: int, rounds: int) -> None:
 
 
 async def run_ours(url: str, concurrency: int, rounds: int) -> None:
-    request = Request(model=MODEL, messages=(Message.text("user", "Prove it."),),
-                      max_tokens=100_000)
+    request = Request(
+        model=MODEL, messages=(Message.text("user", "Prove it."),), max_tokens=100_000
+    )
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         observer = DiskObserver(Path(tmp))
         async with ModelClient(Endpoint(url, "chat", MODEL)) as client:
@@ -176,13 +220,15 @@ async def run_ours(url: str, concurrency: int, rounds: int) -> None:
 
 
 async def run_floor(url: str, concurrency: int, rounds: int) -> None:
-    async with httpx.AsyncClient(trust_env=False, timeout=60,
-                                 limits=httpx.Limits(max_connections=None)) as http:
+    async with httpx.AsyncClient(
+        trust_env=False, timeout=60, limits=httpx.Limits(max_connections=None)
+    ) as http:
 
         async def one() -> None:
             for _ in range(rounds):
-                async with http.stream("POST", url + "/v1/chat/completions",
-                                       json=REQUEST_BODY) as response:
+                async with http.stream(
+                    "POST", url + "/v1/chat/completions", json=REQUEST_BODY
+                ) as response:
                     async for _data in response.aiter_raw():
                         pass
 
@@ -228,7 +274,7 @@ def main() -> int:
     parser.add_argument("--chunks", type=int, default=1000, help="chunks per response")
     args = parser.parse_args()
     chunks = args.chunks
-    plan = {1: 20, 16: 4, 64: 2} if not args.quick else {1: 2, 16: 1, 64: 1}
+    plan = {1: 10, 16: 2, 64: 1} if not args.quick else {1: 2, 16: 1, 64: 1}
     if args.quick:
         chunks = min(chunks, 200)
     receive, send = multiprocessing.Pipe(duplex=False)
@@ -252,8 +298,10 @@ def main() -> int:
     print(f"{'c':>3} {'ours/sdk rate':>14} {'ours/floor CPU':>15} {'sdk/ours CPU':>13}")
     for concurrency in plan:
         ours, sdk, floor = (by_key[(n, concurrency)] for n in ("ours", "sdk", "floor"))
-        print(f"{concurrency:>3} {ours.rate / sdk.rate:>14.2f} {ours.cpu_us / floor.cpu_us:>15.2f}"
-              f" {sdk.cpu_us / ours.cpu_us:>13.2f}")
+        print(
+            f"{concurrency:>3} {ours.rate / sdk.rate:>14.2f} {ours.cpu_us / floor.cpu_us:>15.2f}"
+            f" {sdk.cpu_us / ours.cpu_us:>13.2f}"
+        )
     return 0
 
 
