@@ -177,15 +177,35 @@ class StreamDecoder:
 
 
 def decode_stream(api: Api, chunks: Iterable[bytes]) -> Iterator[StreamEvent]:
-    """Canonical events of a recorded raw SSE response, chunk boundaries anywhere."""
+    """Canonical events of a recorded raw SSE response, chunk boundaries anywhere.
+
+    A whole JSON body where a stream was asked for (E20: the client decodes such an answer as
+    a body) is recognised by its first byte and decoded as a body here too."""
     decoder = StreamDecoder(api)
-    for chunk in chunks:
+    head: list[bytes] = []
+    chunk_iter = iter(chunks)
+    for chunk in chunk_iter:
+        stripped = chunk.lstrip()
+        if not stripped:
+            head.append(chunk)
+            continue
+        if stripped[:1] == b"{":
+            yield from decoder.body(b"".join(head) + chunk + b"".join(chunk_iter))
+            return
+        for held in head:
+            yield from decoder.feed(held)
+        yield from decoder.feed(chunk)
+        break
+    for chunk in chunk_iter:
         yield from decoder.feed(chunk)
     yield from decoder.close()
 
 
 def decode_body(api: Api, data: bytes) -> list[StreamEvent]:
-    """Canonical events of a recorded non-stream JSON response."""
+    """Canonical events of a recorded non-stream JSON response; an SSE stream sent to a
+    non-stream request (E20) is recognised and decoded as a stream."""
+    if data.lstrip()[:1] not in (b"{", b"[", b""):
+        return list(decode_stream(api, [data]))
     return StreamDecoder(api).body(data)
 
 

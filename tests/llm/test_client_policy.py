@@ -18,6 +18,8 @@ from solver.llm import (
     ModelClient,
     Request,
     RetryPolicy,
+    decode_stream,
+    fold_events,
 )
 from solver.llm._policy import Wait as _Wait
 from tests.fakes.fake_endpoint import FakeEndpoint, Reply
@@ -104,6 +106,8 @@ def test_json_body_for_a_stream_request_is_decoded() -> None:
 
     assert asyncio.run(go()) == "whole"
     assert recorder.sinks[0].getvalue() == body
+    # re-reading the recorded bytes as the stream that was asked for gives the same answer
+    assert fold_events(decode_stream("chat", [body])).text == "whole"
     assert recorder.ends[0].usage.input_tokens == 3
 
 

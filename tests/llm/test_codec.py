@@ -16,6 +16,7 @@ from solver.llm import (
     ToolSpec,
     UnsupportedRequest,
     decode_body,
+    decode_stream,
     encode_request,
     fold_events,
     request_from_params,
@@ -128,3 +129,18 @@ def test_non_stream_bodies() -> None:
     assert (done.text, done.reasoning, done.finish_reason) == ("ok", "hm", "tool_calls")
     broken = fold_events(decode_body("anthropic", b"{not json"))
     assert broken.finish_reason == "error" and broken.raw_finish_reason == "malformed"
+
+
+def test_recorded_bytes_decode_the_way_the_client_read_them() -> None:
+    """E20 both ways: a JSON body recorded for a stream request, an SSE stream recorded for a
+    non-stream request; audit and resume decode by the request's mode and must still agree."""
+    body = (
+        b'{"id":"a","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},'
+        b'"finish_reason":"stop"}]}'
+    )
+    assert fold_events(decode_stream("chat", [b"\n", body[:9], body[9:]])).text == "hi"
+    stream = (
+        b'data: {"choices":[{"delta":{"content":"yo"}}]}\n\n'
+        b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    )
+    assert fold_events(decode_body("chat", stream)).text == "yo"
