@@ -2,8 +2,8 @@
 
 It answers ``/ready``, ``/health``, ``/health_generate``, ``/v1/models``, ``/server_info``,
 ``/model_info`` and streams ``/v1/chat/completions`` at an exact token rate: token k of a
-response leaves at ``start + k / rate`` (an absolute schedule, so sleep overshoot does not
-accumulate), one token per SSE chunk, then a usage chunk and ``[DONE]``.
+response leaves at ``t0 + k / rate`` where t0 is when token 0 left (an absolute schedule, so
+sleep overshoot does not accumulate), one token per SSE chunk, then a usage chunk and ``[DONE]``.
 
 A control file (JSON, re-read on every request) changes behaviour while it runs::
 
@@ -33,6 +33,11 @@ from pathlib import Path
 from typing import Any
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 128  # the default backlog of 5 resets connections at concurrency 16
+    daemon_threads = True
+
+
 class FakeSGLang:
     def __init__(
         self,
@@ -45,7 +50,9 @@ class FakeSGLang:
         served_model: str = "glm-fake",
         context_length: int = 131072,
         has_ready: bool = True,
+        record: Path | None = None,
     ) -> None:
+        self.record = record
         self.rate = rate
         self.tokens = tokens
         self.ttft = ttft
@@ -55,7 +62,7 @@ class FakeSGLang:
         self.has_ready = has_ready
         self.closing = threading.Event()
         self.completions = 0
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
+        self._server = _Server(("127.0.0.1", port), _Handler)
         self._server.daemon_threads = True
         self._server.fake = self  # type: ignore[attr-defined]
         self.port = self._server.server_address[1]
@@ -143,20 +150,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        start = time.perf_counter() + fake.ttft
+        if fake.ttft and fake.closing.wait(fake.ttft):
+            return
+        start = last_sent = 0.0
         try:
             for k in range(tokens):
-                wait = start + k / fake.rate - time.perf_counter()
-                if wait > 0 and fake.closing.wait(wait):
-                    return
+                if k:
+                    wait = start + k / fake.rate - time.perf_counter()
+                    if wait > 0 and fake.closing.wait(wait):
+                        return
                 delta = {"content": f" t{k}"}
                 self._chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                last_sent = time.perf_counter()
+                if not k:
+                    # the schedule starts when the first token has left, so a late first write
+                    # (a busy machine) does not shorten the measured span
+                    start = time.perf_counter()
             self._chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
             usage = {"prompt_tokens": 8, "completion_tokens": tokens, "total_tokens": tokens + 8}
             self._chunk({"choices": [], "usage": usage})
             self._write(b"data: [DONE]\n\n")
             self._write(b"")
             fake.completions += 1
+            if fake.record is not None and tokens > 1:
+                # what the server really did, for checking what the client measured
+                line = json.dumps({"tokens": tokens, "first": start, "last": last_sent})
+                with fake.record.open("a") as handle:
+                    handle.write(line + "\n")
         except (BrokenPipeError, ConnectionResetError):
             return
 
@@ -184,6 +204,7 @@ def main() -> None:
     parser.add_argument("--control", type=Path)
     parser.add_argument("--child-pid-file", type=Path)
     parser.add_argument("--no-ready", action="store_true", help="no /ready route (old SGLang)")
+    parser.add_argument("--record", type=Path, help="append each response's real send times")
     args = parser.parse_args()
     fake = FakeSGLang(
         port=args.port,
@@ -191,6 +212,7 @@ def main() -> None:
         tokens=args.tokens,
         control=args.control,
         has_ready=not args.no_ready,
+        record=args.record,
     )
     if args.child_pid_file is not None:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
