@@ -47,6 +47,7 @@ from solver.local_server import (
     DEFAULT_CONTEXT,
     MODEL_ALIAS,
     ServerProcess,
+    default_threads,
     is_healthy,
     is_running,
     server_props,
@@ -154,6 +155,7 @@ class LocalServerRecord(BaseModel):
     base_url: str
     model: str
     context_length: int
+    threads: int
     binary: str
     gguf: str
     gguf_sha256: str
@@ -226,6 +228,7 @@ def up(
     port: int | None = None,
     *,
     context_length: int = DEFAULT_CONTEXT,
+    threads: int | None = None,
     progress: Progress = _silent,
 ) -> EndpointDescriptor:
     """Start the local server (or find it already running) and write the endpoint descriptor.
@@ -253,9 +256,15 @@ def up(
     if gguf is None:
         raise NotFound(f"{MODEL_PACKAGE} is not installed: run `solver local install` first")
     digest = file_sha256(gguf)
-    progress(f"starting llama-server with {gguf.name} (context {context_length})")
+    threads = threads or default_threads()
+    progress(f"starting llama-server: {gguf.name}, context {context_length}, {threads} threads")
     server = start_server(
-        server_build.binary, gguf, log_path(), port=port, context_length=context_length
+        server_build.binary,
+        gguf,
+        log_path(),
+        port=port,
+        context_length=context_length,
+        threads=threads,
     )
     record = LocalServerRecord(
         pid=server.pid,
@@ -263,6 +272,7 @@ def up(
         base_url=server.base_url,
         model=server.model,
         context_length=served_context(server),
+        threads=threads,
         binary=str(server.binary),
         gguf=str(gguf),
         gguf_sha256=digest,

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,15 @@ MODEL_ALIAS = "smollm2-135m"
 # SmolLM2-135M was trained with an 8192-token context; a full six-role prompt fits in it, and
 # its KV cache at this size is about 190 MB.
 DEFAULT_CONTEXT = 8192
-DEFAULT_THREADS = 2
+
+
+def default_threads() -> int:
+    """Half the cores, at most 4. llama.cpp's worker threads spin on barriers, so on a busy
+    machine a thread per core collapses: on 2 shared cores under load, 2 threads decoded
+    1.7 tok/s where 1 thread decoded 25-36 (docs/local-model.md)."""
+    return max(1, min(4, (os.cpu_count() or 2) // 2))
+
+
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 10.0
 
@@ -67,7 +76,13 @@ def free_port(host: str = HOST) -> int:
 
 
 def server_argv(
-    binary: Path, gguf: Path, port: int, context_length: int, threads: int, host: str = HOST
+    binary: Path,
+    gguf: Path,
+    port: int,
+    context_length: int,
+    threads: int,
+    host: str = HOST,
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
     return [
         str(binary),
@@ -83,10 +98,14 @@ def server_argv(
         str(context_length),
         "--threads",
         str(threads),
+        # Idle workers sleep instead of busy-polling: the cores are shared with the solver.
+        "--poll",
+        "0",
         # One slot: requests never share a batch, so temperature-0 output is reproducible.
         "--parallel",
         "1",
         "--no-webui",  # an API server only
+        *extra_args,
     ]
 
 
@@ -97,8 +116,9 @@ def start_server(
     *,
     port: int | None = None,
     context_length: int = DEFAULT_CONTEXT,
-    threads: int = DEFAULT_THREADS,
+    threads: int | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
+    extra_args: Sequence[str] = (),
 ) -> ServerProcess:
     """Start llama-server detached (own session, output to ``log_path``) and wait until
     ``/health`` answers ok. With ``port=None`` a free port is picked, and picked again if
@@ -108,8 +128,11 @@ def start_server(
     for _ in range(attempts):
         chosen = port if port is not None else free_port()
         try:
+            argv = server_argv(
+                binary, gguf, chosen, context_length, threads or default_threads(), HOST, extra_args
+            )
             return _start_once(
-                binary, gguf, log_path, chosen, context_length, threads, ready_timeout_s
+                argv, binary, gguf, log_path, chosen, context_length, ready_timeout_s
             )
         except _ExitedEarly as exc:
             last_error = EndpointUnavailable(str(exc))
@@ -122,16 +145,15 @@ class _ExitedEarly(Exception):
 
 
 def _start_once(
+    argv: list[str],
     binary: Path,
     gguf: Path,
     log_path: Path,
     port: int,
     context_length: int,
-    threads: int,
     ready_timeout_s: float,
 ) -> ServerProcess:
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    argv = server_argv(binary, gguf, port, context_length, threads)
     with open(log_path, "ab") as log:
         log.write(
             f"\n--- {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} start: "

@@ -69,10 +69,16 @@ def install_command(jobs: int | None) -> None:
     show_default=True,
     help="Context size in tokens (SmolLM2 was trained with 8192).",
 )
+@click.option(
+    "--threads",
+    type=click.IntRange(1, 256),
+    default=None,
+    help="CPU threads (default: half the cores, at most 4).",
+)
 @_one_line_errors
-def up_command(port: int | None, context_length: int) -> None:
+def up_command(port: int | None, context_length: int, threads: int | None) -> None:
     """Start the server on 127.0.0.1 and write the endpoint descriptor `solver solve` uses."""
-    descriptor = local.up(port, context_length=context_length, progress=_progress)
+    descriptor = local.up(port, context_length=context_length, threads=threads, progress=_progress)
     click.echo(descriptor.base_url)
 
 
@@ -100,6 +106,7 @@ def status_command(as_json: bool) -> None:
             health = "healthy" if state.healthy else "not answering /health"
             click.echo(f"running: pid {state.record.pid} at {state.record.base_url} ({health})")
             click.echo(f"context: {state.record.context_length} tokens")
+            click.echo(f"threads: {state.record.threads}")
             click.echo(f"gguf:    sha256 {state.record.gguf_sha256}")
             click.echo(f"log:     {state.record.log}")
             if not state.descriptor_is_local:

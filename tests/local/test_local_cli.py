@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from solver import local
 from solver.commands.local import group
 from solver.endpoint_file import EndpointDescriptor, read_descriptor, write_descriptor
-from solver.local_server import is_running
+from solver.local_server import default_threads, is_running
 from tests.local_server import LocalModel
 
 pytestmark = pytest.mark.local_model
@@ -62,6 +62,7 @@ def test_status_reports_the_running_server_then_exit_3_after_down(state: Path) -
     assert code == 0
     report = json.loads(out)
     assert report["running"] and report["healthy"] and report["descriptor_is_local"]
+    assert report["server"]["threads"] == default_threads()
     pid = report["server"]["pid"]
 
     code, _, _ = _invoke("down")
