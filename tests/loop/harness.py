@@ -35,6 +35,7 @@ class QuietProgress:
 PROBLEM = """---
 id: odd-squares
 title: Sum of two odd squares
+answer: "2"
 ---
 Prove that the sum of the squares of two odd integers is never a perfect square.
 """
