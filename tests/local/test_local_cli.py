@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Iterator
@@ -13,8 +14,11 @@ from click.testing import CliRunner
 
 from solver import local
 from solver.commands.local import group
+from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor, write_descriptor
+from solver.llm import ModelClient
 from solver.local_server import default_threads, is_running
+from solver.runner import resolve_endpoint
 from tests.local_server import LocalModel
 
 pytestmark = pytest.mark.local_model
@@ -113,3 +117,24 @@ def test_up_after_the_server_was_killed_starts_a_new_one(state: Path) -> None:
     assert code == 0 and second is not None
     assert second.pid != first.pid
     assert httpx.get(second.base_url.removesuffix("/v1") + "/health", timeout=10).is_success
+
+
+def test_solver_resolves_the_local_descriptor_and_the_client_sees_its_context(
+    state: Path,
+) -> None:
+    """What `solver solve` does with no endpoint configured: the descriptor `up` wrote names
+    the embedded model and its GGUF digest, and the transport reads the server's context."""
+    assert _invoke("up", "--context", "2048")[0] == 0
+    endpoint, info = resolve_endpoint(Settings())
+    gguf = local.find_gguf()
+    assert gguf is not None
+    assert info == {"source": "local", "gguf_sha256": local.file_sha256(gguf)}
+
+    async def probe() -> tuple[tuple[str, ...], int | None]:
+        async with ModelClient(endpoint) as client:
+            served = await client.probe()
+            return served.models, served.context_length
+
+    models, context = asyncio.run(probe())
+    assert models == ("smollm2-135m",)
+    assert context == 2048
