@@ -77,7 +77,8 @@ def _package_version() -> str:
 
 
 class RunStore:
-    """The run directory's only writer, from create()/open() until close()."""
+    """The run directory's only writer, from create()/open() until close(). One thread
+    appends (the loop's event loop); the lock keeps other processes out, not other threads."""
 
     def __init__(
         self,
