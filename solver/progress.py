@@ -24,6 +24,7 @@ from solver.records import Decision
 @dataclass
 class _Streaming:
     chars: int = 0
+    deltas: int = 0  # stream deltas: one token each on SGLang, vLLM and llama.cpp
     started: float = field(default_factory=time.monotonic)
 
 
@@ -46,6 +47,7 @@ class ProgressBase(ABC):
         entry = self.streaming.get(call_id)
         if entry is not None:
             entry.chars += chars
+            entry.deltas += 1
             self.tick()
 
     def decided(self, decision: Decision) -> None:
@@ -59,13 +61,20 @@ class ProgressBase(ABC):
 
     def totals(self) -> dict[str, Any]:
         s = self.state
+        elapsed = self.elapsed()
+        used = {"wall_s": elapsed, "tokens": s.tokens_total, "calls": s.solve_calls()}
+        left = {
+            key: (round(limit - used[key], 1) if limit is not None else None)
+            for key, limit in self.budget.items()
+        }
         return {
-            "elapsed_s": round(self.elapsed(), 1),
+            "elapsed_s": round(elapsed, 1),
             "tokens": s.tokens_total,
             "calls": len(s.calls),
             "accepted": len(s.accepted()),
             "phase": s.phase,
             "budget": self.budget,
+            "budget_left": left,
         }
 
 
@@ -110,13 +119,14 @@ class LiveProgress(ProgressBase):
     def _table(self) -> Table:
         s = self.state
         t = self.totals()
-        budget = ", ".join(f"{k} {v}" for k, v in self.budget.items() if v is not None) or "none"
+        left = t["budget_left"]
+        budget = ", ".join(f"{k} {v}" for k, v in left.items() if v is not None) or "none"
         table = Table(
             title=f"phase {s.phase} | {t['elapsed_s']:.0f} s | {t['tokens']} tokens | "
-            f"{t['calls']} calls | accepted {t['accepted']} | budget: {budget}",
+            f"{t['calls']} calls | accepted {t['accepted']} | budget left: {budget}",
             title_justify="left",
         )
-        for column in ("candidate", "version", "in flight", "verified", "streamed", "chars/s"):
+        for column in ("candidate", "version", "in flight", "verified", "tokens", "tok/s"):
             table.add_column(column)
         for lineage in sorted(s.lineages.values(), key=lambda ln: ln.index):
             latest = lineage.latest
@@ -127,14 +137,9 @@ class LiveProgress(ProgressBase):
                 for c in verification_calls(s, lineage.lineage, version)
                 if c.status == "completed" and c.facts.get("verdict") == "pass"
             )
-            chars = sum(
-                self.streaming[c.call_id].chars for c in flight if c.call_id in self.streaming
-            )
-            rate = 0.0
-            for c in flight:
-                entry = self.streaming.get(c.call_id)
-                if entry:
-                    rate += entry.chars / max(time.monotonic() - entry.started, 1e-3)
+            entries = [self.streaming[c.call_id] for c in flight if c.call_id in self.streaming]
+            tokens = sum(e.deltas for e in entries)
+            rate = sum(e.deltas / max(time.monotonic() - e.started, 1e-3) for e in entries)
             state = (
                 "accepted"
                 if lineage.accepted_version is not None
@@ -145,6 +150,11 @@ class LiveProgress(ProgressBase):
                 )
             )
             table.add_row(
-                lineage.lineage, f"v{version}", state or "-", str(passed), str(chars), f"{rate:.0f}"
+                lineage.lineage,
+                f"v{version}",
+                state or "-",
+                str(passed),
+                str(tokens),
+                f"{rate:.0f}",
             )
         return table
