@@ -5,6 +5,8 @@ an exact per-user rate (token k leaves at start + k/rate). The table compares, i
 side by side, the set rate with our P50/P90 per-user tok/s and the total with the ideal
 C x rate. With --aiperf PATH (an `aiperf` executable, e.g. from a throwaway venv) AIPerf runs on
 the same fake at the same concurrency and duration, and the ratio ours/AIPerf is printed.
+AIPerf's builtin tokenizer needs tiktoken's o200k_base file offline: point TIKTOKEN_CACHE_DIR at
+a directory holding it (docs/bench-serve.md says where one ships).
 
     .venv/bin/python bench/serve_bench.py [--rates 50,200] [--concurrency 1,4,16]
         [--duration 5] [--tokens 100] [--aiperf /tmp/aiperfvenv/bin/aiperf]
@@ -64,7 +66,9 @@ def run_aiperf(
         cmd += ["--benchmark-duration", str(duration), "--benchmark-grace-period", "30"]
         cmd += ["--output-tokens-mean", str(tokens), "--use-server-token-count"]
         cmd += ["--tokenizer", "builtin", "--ui-type", "none", "--output-artifact-dir", tmp]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 300)
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=duration + 300, env=os.environ.copy()
+        )
         if done.returncode != 0:
             return {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
         exported = next(Path(tmp).rglob("profile_export_aiperf.json"), None)

@@ -181,7 +181,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
 
     def _chunk(self, obj: dict[str, Any]) -> None:
-        self._write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+        head = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 0}
+        head["model"] = self.fake.served_model
+        self._write(b"data: " + json.dumps(head | obj).encode() + b"\n\n")
 
     def _write(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
