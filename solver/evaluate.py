@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,69 @@ class QuietProgress:
 
 def quiet_progress(state: RunState, elapsed: Callable[[], float]) -> Progress:
     return QuietProgress()
+
+
+ProgressFactory = Callable[[RunState, Callable[[], float]], Progress]
+
+
+class _MonitoredRun(QuietProgress):
+    def __init__(self, monitor: EvalMonitor, label: str, state: RunState) -> None:
+        self.monitor = monitor
+        self.label = label
+        self.state = state
+
+    def call_finished(self, call: CallState) -> None:
+        self.monitor.tick()
+
+    def streamed(self, call_id: str, chars: int) -> None:
+        self.monitor.tick()
+
+
+class EvalMonitor:
+    """Progress of a whole evaluation: at most every ``every_s`` seconds, one summary of the
+    runs in flight (phase, calls, tokens) goes to ``emit``. Reads the runs' folded states;
+    writes nothing to any run."""
+
+    def __init__(self, total: int, every_s: float, emit: Callable[[dict[str, Any]], None]):
+        self.total = total
+        self.every_s = every_s
+        self.emit = emit
+        self.finished = 0
+        self.live: dict[str, RunState] = {}
+        self._last = time.monotonic()
+
+    def factory(self, label: str) -> ProgressFactory:
+        def make(state: RunState, elapsed: Callable[[], float]) -> Progress:
+            self.live[label] = state
+            return _MonitoredRun(self, label, state)
+
+        return make
+
+    def ended(self, label: str) -> None:
+        self.live.pop(label, None)
+        self.finished += 1
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if self.every_s <= 0 or now - self._last < self.every_s:
+            return
+        self._last = now
+        self.emit(self.snapshot())
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "finished": self.finished,
+            "total": self.total,
+            "running": {
+                label: {
+                    "phase": state.phase,
+                    "calls": len(state.calls),
+                    "accepted": len(state.accepted()),
+                    "tokens": state.tokens_total,
+                }
+                for label, state in sorted(self.live.items())
+            },
+        }
 
 
 def file_digest(path: Path) -> str:
@@ -162,7 +226,12 @@ def finished_result(run_dir: Path) -> dict[str, Any] | None:
     return _read_result(run_dir) if state.phase == "finished" else None
 
 
-async def drive_job(job: Job, resolved: ResolvedSettings, argv: list[str]) -> JobResult:
+async def drive_job(
+    job: Job,
+    resolved: ResolvedSettings,
+    argv: list[str],
+    make_progress: ProgressFactory = quiet_progress,
+) -> JobResult:
     """Bring one run to its finish: read it if finished, resume it if started, else start it.
     An error of this run is returned, not raised, so the other runs go on."""
     run_dir = job.run_dir
@@ -177,7 +246,7 @@ async def drive_job(job: Job, resolved: ResolvedSettings, argv: list[str]) -> Jo
                 resolved,
                 allow_model_change=False,
                 argv=argv,
-                make_progress=quiet_progress,
+                make_progress=make_progress,
             )
             return JobResult(job, "finished", outcome.result, resumed=True)
         if run_dir.is_dir() and any(run_dir.iterdir()):
@@ -192,7 +261,7 @@ async def drive_job(job: Job, resolved: ResolvedSettings, argv: list[str]) -> Jo
             resolved,
             evaluation=True,
             argv=argv,
-            make_progress=quiet_progress,
+            make_progress=make_progress,
             on_created=lambda _: None,
             run_dir=run_dir,
             given_proof=job.given_proof,
@@ -214,13 +283,18 @@ async def drive_jobs(
     concurrency: int,
     argv: list[str],
     on_result: Callable[[JobResult], None],
+    monitor: EvalMonitor | None = None,
 ) -> list[JobResult]:
     """Drive every job, at most ``concurrency`` runs at once; ``on_result`` sees each end."""
     gate = asyncio.Semaphore(concurrency)
 
     async def one(job: Job) -> JobResult:
+        label = f"{job.key} run {job.run}"
         async with gate:
-            result = await drive_job(job, resolved, argv)
+            factory = monitor.factory(label) if monitor else quiet_progress
+            result = await drive_job(job, resolved, argv, factory)
+        if monitor is not None:
+            monitor.ended(label)
         on_result(result)
         return result
 

@@ -70,7 +70,8 @@ def _cell(run: RunScore) -> str:
         return run.status
     note = "" if run.grade is not None else " (no proof)"
     reconciled = "*" if run.reconciled else ""
-    return f"{_num(run.rubric)}/{run.points}{reconciled} ({run.strict}){note}"
+    answer = f", answer {run.answer}" if run.answer else ""
+    return f"{_num(run.rubric)}/{run.points}{reconciled} ({run.strict}){note}{answer}"
 
 
 def score_line(summary: EvalSummary, run: int, *, strict: bool) -> str:

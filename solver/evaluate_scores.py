@@ -31,6 +31,7 @@ class RunScore:
     grade: int | None = None  # the evaluation grade, 0-7
     grader_scores: tuple[int | None, ...] = ()
     reconciled: bool = False
+    answer: str | None = None  # the short-answer check's verdict, for sets with answers
     tokens: int = 0
     wall_s: float = 0.0
     error: str = ""
@@ -59,6 +60,7 @@ class RunScore:
             "grade": self.grade,
             "grader_scores": list(self.grader_scores),
             "reconciled": self.reconciled,
+            "answer": self.answer,
             "points": self.points,
             "rubric": self.rubric,
             "strict": self.strict,
@@ -86,6 +88,7 @@ def score_from_result(
         grade=int(grade) if isinstance(grade, int | float) else None,
         grader_scores=tuple(evaluation.get("scores") or ()),
         reconciled=bool(evaluation.get("reconciled")),
+        answer=(result.get("answer_check") or {}).get("verdict"),
         tokens=int((result.get("tokens") or {}).get("total", 0)),
         wall_s=float(result.get("wall_s") or 0.0),
     )

@@ -14,6 +14,7 @@ from solver.commands._errors import reports_errors
 from solver.commands.run import run_interruptibly
 from solver.config import ResolvedSettings, resolve_settings
 from solver.evaluate import (
+    EvalMonitor,
     Job,
     JobResult,
     drive_jobs,
@@ -74,6 +75,13 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
             "--config", "config_file", type=click.Path(path_type=Path), help="solver.toml."
         ),
         click.option("--json", "as_json", is_flag=True, help="One JSON object per line."),
+        click.option(
+            "--progress-every",
+            type=click.FloatRange(min=0),
+            default=60.0,
+            show_default=True,
+            help="Seconds between summaries of the runs in flight (0: none).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -107,6 +115,7 @@ def _drive(
     parallel: int,
     as_json: bool,
     label: Callable[[Job], str],
+    progress_every: float,
 ) -> list[JobResult]:
     count = [0]
 
@@ -136,9 +145,26 @@ def _drive(
             f"[{count[0]}/{len(jobs)}] {label(job)}: {detail}  {job.run_dir}",
         )
 
+    def on_progress(snapshot: dict[str, Any]) -> None:
+        running = "; ".join(
+            f"{label}: {r['phase']}, {r['calls']} calls, {r['tokens']} tok"
+            for label, r in snapshot["running"].items()
+        )
+        _emit(
+            as_json,
+            {"event": "eval.progress", **snapshot},
+            f"[{snapshot['finished']}/{snapshot['total']}] running: {running or '-'}",
+        )
+
+    monitor = EvalMonitor(len(jobs), progress_every, on_progress)
     return run_interruptibly(
         lambda: drive_jobs(
-            jobs, resolved, concurrency=parallel, argv=sys.argv[1:], on_result=on_result
+            jobs,
+            resolved,
+            concurrency=parallel,
+            argv=sys.argv[1:],
+            on_result=on_result,
+            monitor=monitor,
         )
     )
 
@@ -211,6 +237,7 @@ def run(
     api: str | None,
     config_file: Path | None,
     as_json: bool,
+    progress_every: float,
 ) -> None:
     """Solve every problem of SET N times (one run directory per problem and run), grade each
     final proof with G graders in evaluation mode, and write OUT/results.json, results.md and
@@ -253,7 +280,9 @@ def run(
         {"event": "eval.started", "out": str(out_dir), "runs": len(jobs)},
         f"eval: {out_dir}: {len(problems)} problems x {runs}; {_plan_line(jobs)}",
     )
-    results = _drive(jobs, resolved, parallel, as_json, lambda j: f"{j.key} run {j.run}")
+    results = _drive(
+        jobs, resolved, parallel, as_json, lambda j: f"{j.key} run {j.run}", progress_every
+    )
 
     scores: list[RunScore] = []
     for result in results:
@@ -324,6 +353,7 @@ def calibrate(
     api: str | None,
     config_file: Path | None,
     as_json: bool,
+    progress_every: float,
 ) -> None:
     """Grade proofs that already carry human grades (JSON Lines, e.g. DeepSeekMath-V2's
     outputs) and report agreement with the humans: exact, within one point, Pearson and
@@ -348,7 +378,7 @@ def calibrate(
         {"event": "calibrate.started", "out": str(out_dir), "items": len(jobs)},
         f"calibrate: {out_dir}; {_plan_line(jobs)}",
     )
-    results = _drive(jobs, resolved, parallel, as_json, lambda j: j.key)
+    results = _drive(jobs, resolved, parallel, as_json, lambda j: j.key, progress_every)
     agreed, rows = calibration_report(items, results)
     header = {
         "input": {"path": str(file), "digest": identity["digest"]},

@@ -87,8 +87,13 @@ def test_graders_that_disagree_are_reconciled(tmp_path: Path) -> None:
     set_path = write_set(tmp_path / "set.jsonl", PROBLEMS[:1])
     out = tmp_path / "eval"
     with FakeEndpoint(disagreeing_graders([7, 2, 7])) as fake:
-        result = CliRunner().invoke(eval_group, eval_args(set_path, out, fake.url))
+        args = eval_args(set_path, out, fake.url, "--json", "--progress-every", "0.001")
+        result = CliRunner().invoke(eval_group, args)
     assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.output.splitlines()]
+    progress = [e for e in events if e["event"] == "eval.progress"]
+    assert progress and progress[-1]["running"]["P1 run 1"]["calls"] >= 1
+    assert events[-1]["event"] == "eval.finished" and events[-1]["rubric"]["mean"] == 5
     run = json.loads((out / "results.json").read_text())["problems"][0]["runs"][0]
     assert sorted(run["grader_scores"]) == [2, 7, 7]
     assert run["reconciled"] is True and run["grade"] == 5  # the reconciliation grader's
@@ -181,6 +186,8 @@ def test_scores_scale_to_points_and_a_missing_proof_scores_zero() -> None:
     full = score_from_result("A", 2, "d", 10, {**result, "evaluation_score": 7})
     assert full.rubric == 10 and full.strict == 10
     none = score_from_result("B", 1, "d", 7, {**result, "selected": None, "outcome": "failed"})
+    answered = score_from_result("C", 1, "d", 7, {**result, "answer_check": {"verdict": "wrong"}})
+    assert answered.answer == "wrong" and ten.answer is None
     assert none.grade is None and none.rubric == 0 and none.strict == 0
     lost = RunScore("B", 2, "d", "error", 7, error="endpoint down")
     summary = summarise([("A", 10), ("B", 7)], [ten, full, none, lost], runs=2)
