@@ -10,11 +10,13 @@ and container commands; it does not validate (see ``serve.validate``).
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -38,12 +40,7 @@ _CONTAINER_ARGS = {
     ),
     "nvidia": ("--gpus=all",),
 }
-_CONTAINER_COMMON = (
-    "--ipc=host",
-    "--shm-size=32g",
-    "--network=host",
-    "--volume=${HF_HOME:-$HOME/.cache/huggingface}:/root/.cache/huggingface",
-)
+_CONTAINER_COMMON = ("--ipc=host", "--shm-size=32g", "--network=host")
 
 _VAR = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
@@ -267,7 +264,9 @@ def render(recipe: Recipe, overrides: list[str] | tuple[str, ...] = ()) -> Deplo
                 host = _substitute(value, variables, origin)
             if name == "--port" and isinstance(value, str):
                 port = _substitute(value, variables, origin)
-        env = {e.name: _substitute(e.value, variables, origin) for e in recipe.env}
+        # recipe-wide variables are SGLang's; the router is another program
+        shared = [] if process.role == "router" else recipe.env
+        env = {e.name: _substitute(e.value, variables, origin) for e in shared}
         env.update({e.name: _substitute(e.value, variables, origin) for e in process.env})
         rendered.append(
             ProcessCommand(
@@ -285,6 +284,9 @@ def render(recipe: Recipe, overrides: list[str] | tuple[str, ...] = ()) -> Deplo
 def _container(recipe: Recipe, env: dict[str, str], argv: list[str], label: str) -> tuple[str, ...]:
     runtime = ["docker", "run", "--rm", f"--name=sglang-{recipe.name}-{label}"]
     runtime += [*_CONTAINER_ARGS[recipe.vendor], *_CONTAINER_COMMON]
+    # the host's model cache, resolved now: a docker argv is not expanded by a shell
+    cache = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")
+    runtime.append(f"--volume={cache}:/root/.cache/huggingface")
     for key, value in env.items():
         runtime.append(f"--env={key}={value}")
     return (*runtime, recipe.image, *argv)
