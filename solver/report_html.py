@@ -191,10 +191,13 @@ def _timeline_svg(report: RunReport) -> str:
             f'<rect x="{left + s * scale:.1f}" y="{y}" width="{max((f - s) * scale, 1.5):.1f}" '
             f'height="{row - 2}" fill="{colour}"><title>{_e(tip)}</title></rect>'
         )
-    parts.append(
-        f'<text x="4" y="11">0 s</text><text x="{width - 80}" y="11">'
-        f"{_e(format_seconds(total))}</text>"
-    )
+    for quarter in range(5):  # a time axis: 0, 1/4, 1/2, 3/4 and the end
+        x = left + quarter * total / 4 * scale
+        parts.append(
+            f'<line x1="{x:.1f}" y1="13" x2="{x:.1f}" y2="17" stroke="#666"/>'
+            f'<text x="{x - (40 if quarter == 4 else 0):.1f}" y="11">'
+            f"{_e(format_seconds(quarter * total / 4))}</text>"
+        )
     legend = sorted({c.role for c in spans})
     for i, role in enumerate(legend):
         parts.append(
