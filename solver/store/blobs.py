@@ -89,7 +89,8 @@ class BlobStore:
         self.root = root
         self.tree = root / "sha256"
         self.tmp = root / "tmp"
-        self._known: set[str] = set()
+        self._known: set[str] = set()  # seen to exist
+        self._durable: set[str] = set()  # made durable (or confirmed so) by this process
 
     def path_for(self, digest: str) -> Path:
         hex_digest = parse_digest(digest)
@@ -129,7 +130,10 @@ class BlobStore:
 
     def put(self, data: bytes) -> BlobRef:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        if self.exists(digest):
+        if digest in self._durable:
+            return BlobRef(digest, len(data))
+        if self.path_for(digest).is_file():
+            self._confirm_durable(digest)
             return BlobRef(digest, len(data))
         with self.writer() as writer:
             writer.write(data)
@@ -153,12 +157,29 @@ class BlobStore:
             fsync_dir(self.tree)
         if target.exists():  # same name, same bytes: content addressing makes this a no-op
             tmp.unlink()
+            self._confirm_durable(digest)
         else:
             os.replace(tmp, target)
             crash_point("blob.rename")
             fsync_dir(fan)
             crash_point("blob.dirsync")
         self._known.add(digest)
+        self._durable.add(digest)
+
+    def _confirm_durable(self, digest: str) -> None:
+        """A blob found on disk may be the rename of a process that died before its
+        directory fsync; sync it once before this process lets a record name it."""
+        if digest in self._durable:
+            return
+        target = self.path_for(digest)
+        fd = os.open(target, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(target.parent)
+        self._known.add(digest)
+        self._durable.add(digest)
 
 
 class BlobWriter:
