@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -159,7 +160,12 @@ def test_html_in_headless_chromium_shows_proof_and_lineage(
     finished_run: Path, tmp_path: Path
 ) -> None:
     page = tmp_path / "report.html"
-    assert CliRunner().invoke(report, [str(finished_run), "--html", str(page)]).exit_code == 0
+    subprocess.run(  # through the installed command line, as a person would
+        [sys.executable, "-m", "solver.cli", "report", str(finished_run), "--html", str(page)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     flags = [
         chromium() or "chromium",
         "--headless",
