@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: demo test install install-test local lint typecheck pytest clean
+.PHONY: demo test install install-test local lint typecheck pytest browser clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,13 @@ local: install
 
 demo: local
 	$(BIN)/solver local up
-	$(BIN)/solver solve examples/sum-of-two-odd-squares.md --candidates 1 --max-calls 12
-	@echo "Look at the run: $(BIN)/solver report <run directory printed above>"
+	@run=runs/demo-$$(date -u +%Y%m%dT%H%M%SZ); \
+	$(BIN)/solver solve examples/sum-of-two-odd-squares.md --config examples/demo.toml \
+	  --run-dir $$run && \
+	$(BIN)/solver audit $$run && \
+	$(BIN)/solver report $$run --html $$run.html > $$run.md && \
+	echo "report: $$run.html ($$run.md); the embedded 135M model shows the machinery," \
+	  "it cannot solve olympiad problems"
 
 lint: install-test
 	$(BIN)/ruff check solver roles serve tests bench
@@ -33,7 +38,14 @@ lint: install-test
 typecheck: install-test
 	$(BIN)/mypy solver roles serve
 
-pytest: install-test
+# Debian's Chromium renders the HTML report in the report tests (headless, no network).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "chromium not installed: the HTML report test will be skipped"; }
+
+pytest: install-test browser
 	$(BIN)/solver local install
 	$(PY) -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
