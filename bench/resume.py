@@ -20,7 +20,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from solver.loop.state import RunState  # noqa: E402
 from solver.records import (  # noqa: E402
     ArtifactPut,
     BlobLink,
@@ -30,27 +29,30 @@ from solver.records import (  # noqa: E402
     InputLink,
     LlmCompleted,
     LlmStarted,
-    parse_loop_record,
 )
-from solver.store import RunStore  # noqa: E402
+from solver.runner import fold  # noqa: E402
+from solver.store import RunStore, canonical_json, utc_now  # noqa: E402
+from solver.store.journal import line_hash  # noqa: E402
 
 
 def build(run_dir: Path, records: int) -> None:
-    store = RunStore.create(run_dir, {"format": "solver-run/1", "run_id": "bench"})
-    with store:
+    """Create the run with the store, then write its journal lines directly (chained, canonical,
+    without an fsync each: building is not what is measured)."""
+    with RunStore.create(run_dir, {"format": "solver-run/1", "run_id": "bench"}) as store:
         ref = store.put_blob(b"x" * 2048)
-        link = BlobLink(blob=ref.digest, bytes=ref.size)
-        store.append(
-            "artifact.put",
-            ArtifactPut(
-                artifact="problem", kind="problem_statement", blob=link, producer="problem"
-            ).data(),
-        )
-        n = 0
-        call = 0
-        while n < records:
-            call_id = f"L{call % 8}.v{call // 8}.verify.{call % 5}"
-            for rec in (
+        head, seq = store.head, store.next_seq
+    link = BlobLink(blob=ref.digest, bytes=ref.size)
+    kinds = [
+        ArtifactPut(artifact="problem", kind="problem_statement", blob=link, producer="problem")
+    ]
+    lines: list[bytes] = []
+    call = 0
+    while len(kinds) < records:
+        call_id = f"L{call % 8}.v{call // 8}.verify.{call % 5}"
+        usage = {"input_tokens": 1000, "output_tokens": 5000}
+        problem_link = InputLink(kind="problem_statement", artifact="problem", blob=ref.digest)
+        kinds.extend(
+            [
                 CallPlanned(
                     call_id=call_id,
                     role="verifier",
@@ -66,11 +68,7 @@ def build(run_dir: Path, records: int) -> None:
                     templates={"verifier/user.j2": "sha256:" + "0" * 64},
                     inputs=link,
                     messages=link,
-                    links={
-                        "problem_statement": [
-                            InputLink(kind="problem_statement", artifact="problem", blob=ref.digest)
-                        ]
-                    },
+                    links={"problem_statement": [problem_link]},
                 ),
                 LlmStarted(
                     call_id=call_id,
@@ -88,8 +86,8 @@ def build(run_dir: Path, records: int) -> None:
                     response=link,
                     status=200,
                     finish_reason="stop",
-                    usage={"input_tokens": 1000, "output_tokens": 5000},
-                    telemetry={"ttft_s": 1.0},
+                    usage=usage,
+                    telemetry={"ttft_s": 1.0, "total_s": 60.0},
                 ),
                 CallCompleted(
                     call_id=call_id,
@@ -100,23 +98,35 @@ def build(run_dir: Path, records: int) -> None:
                     output=link,
                     text=link,
                     reasoning=None,
-                    usage={"input_tokens": 1000, "output_tokens": 5000},
+                    usage=usage,
                     facts={"verdict": "pass", "findings": []},
                 ),
-            ):
-                store.append(rec.model_dump()["type"], rec.data())
-                n += 1
-            call += 1
+            ]
+        )
+        call += 1
+    for record in kinds[:records]:
+        line = canonical_json(
+            {
+                "data": record.data(),
+                "prev": head,
+                "seq": seq,
+                "sess": 1,
+                "t": utc_now(),
+                "type": record.model_dump()["type"],
+                "v": 1,
+            }
+        )
+        head = line_hash(line)
+        seq += 1
+        lines.append(line + b"\n")
+    with (run_dir / "journal.jsonl").open("ab") as handle:
+        handle.write(b"".join(lines))
 
 
 def resume_once(run_dir: Path) -> tuple[float, int]:
     started = time.perf_counter()
     with RunStore.open(run_dir) as store:
-        state = RunState()
-        for rec in store.records():
-            typed = parse_loop_record(rec.type, rec.v, rec.data)
-            if typed is not None:
-                state.apply(typed, rec.t)
+        state = fold(store.records())
     return time.perf_counter() - started, state.records
 
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import roles
 from solver.config import ResolvedSettings, Settings
 from solver.endpoint_file import read_descriptor
-from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound
+from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound, RunCorrupt
 from solver.identity import code_identity, host_name, new_run_id, utc_now, utc_stamp
 from solver.llm import Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.contexts import ContextBuilder
@@ -31,12 +31,13 @@ from solver.loop.policy import PolicyConfig
 from solver.loop.state import RunState
 from solver.problems import Problem
 from solver.records import (
+    LOOP_RECORD_TYPES,
+    RECORD_VERSION,
     ArtifactPut,
     Decision,
     EndpointProbed,
     SessionEnded,
     SessionStarted,
-    parse_loop_record,
 )
 from solver.store import Record, RunReader, RunStore
 
@@ -151,17 +152,17 @@ def build_manifest(
     }
 
 
-def _records(records: Iterator[Record]) -> Iterator[tuple[Any, str]]:
-    for rec in records:
-        typed = parse_loop_record(rec.type, rec.v, rec.data)
-        if typed is not None:
-            yield typed, rec.t
-
-
 def fold(records: Iterator[Record]) -> RunState:
+    """RunState from journal records. Versions newer than this solver reads are refused."""
     state = RunState()
-    for typed, t in _records(records):
-        state.apply(typed, t)
+    newest = RECORD_VERSION
+    for rec in records:
+        if rec.v > newest and rec.type in LOOP_RECORD_TYPES:
+            raise RunCorrupt(
+                f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads up to "
+                f"{newest}: upgrade olympiad-solver to continue this run"
+            )
+        state.apply_raw(rec.type, rec.data, rec.t)
     return state
 
 

@@ -7,27 +7,11 @@ may hold (the store's own types are ignored).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from solver.records import (
-    ArtifactPut,
-    CallCancelled,
-    CallCompleted,
-    CallFailed,
-    CallPlanned,
-    ContextBuilt,
-    Decision,
-    EndpointProbed,
-    LlmAbandoned,
-    LlmCompleted,
-    LlmFailed,
-    LlmStarted,
-    LoopRecord,
-    RunFinished,
-    SessionEnded,
-    SessionStarted,
-)
+from solver.records import LOOP_RECORD_TYPES, LoopRecord
 
 
 @dataclass
@@ -147,77 +131,102 @@ class RunState:
     # ------------------------------------------------------------ the fold
 
     def apply(self, record: LoopRecord, t: str) -> None:
+        """Fold one typed record (as the engine writes it)."""
+        self.apply_raw(record.type, record.data(), t)
+
+    def apply_raw(self, type_: str, d: dict[str, Any], t: str) -> None:
+        """Fold one record given as its journal type and data. Resume folds raw data: the
+        chain was verified, and skipping model validation keeps 100k records in budget."""
+        handler = _HANDLERS.get(type_)
+        if handler is None:
+            return  # the store's own records
         self.records += 1
         self.last_t = t
-        if isinstance(record, SessionStarted):
-            self.sessions = max(self.sessions, record.session)
-            self.session_started_t = t
-            self.interrupted = False
-        elif isinstance(record, SessionEnded):
-            self.ended_wall_s += record.wall_s
-            self.interrupted = record.reason == "interrupted"
-        elif isinstance(record, EndpointProbed):
-            self.served_model = record.served_model
-            if self.first_served_model is None:
-                self.first_served_model = record.served_model
-            self.context_length = record.context_length
-        elif isinstance(record, CallPlanned):
-            self._plan(record)
-        elif isinstance(record, ContextBuilt):
-            self.calls[record.call_id].has_context = True
-        elif isinstance(record, LlmStarted):
-            call = self.calls[record.call_id]
-            call.attempts = max(call.attempts, record.attempt)
-            call.open_attempt = record.attempt
-            call.attempt_streams[record.attempt] = (
-                record.api,
-                bool(record.params.get("stream", True)),
-            )
-        elif isinstance(record, LlmCompleted | LlmFailed):
-            call = self.calls[record.call_id]
-            call.open_attempt = None
-            self._count_usage(call, record.usage)
-            if isinstance(record, LlmCompleted):
-                call.response_blob = record.response.blob
-                call.response_api, call.response_streamed = call.attempt_streams.get(
-                    record.attempt, ("chat", True)
-                )
-        elif isinstance(record, LlmAbandoned):
-            self.calls[record.call_id].open_attempt = None
-        elif isinstance(record, CallCompleted):
-            self._complete(record)
-        elif isinstance(record, CallFailed):
-            self.calls[record.call_id].status = "failed"
-            self._version_unusable_if_producer(record.call_id)
-        elif isinstance(record, CallCancelled):
-            self.calls[record.call_id].status = "cancelled"
-            self._version_unusable_if_producer(record.call_id)
-        elif isinstance(record, ArtifactPut):
-            self._artifact(record)
-        elif isinstance(record, Decision):
-            self._decide(record)
-        elif isinstance(record, RunFinished):
-            self.phase = "finished"
-            self.outcome = record.outcome
+        handler(self, d, t)
 
-    def _plan(self, rec: CallPlanned) -> None:
-        self.calls[rec.call_id] = CallState(
-            call_id=rec.call_id,
-            role=rec.role,
-            variant=rec.variant,
-            phase=rec.phase,
-            lineage=rec.lineage,
-            version=rec.version,
-            target=rec.target,
-            evaluation=rec.evaluation,
+    def _session_started(self, d: dict[str, Any], t: str) -> None:
+        self.sessions = max(self.sessions, d["session"])
+        self.session_started_t = t
+        self.interrupted = False
+
+    def _session_ended(self, d: dict[str, Any], t: str) -> None:
+        self.ended_wall_s += d["wall_s"]
+        self.interrupted = d["reason"] == "interrupted"
+
+    def _probed(self, d: dict[str, Any], t: str) -> None:
+        self.served_model = d["served_model"]
+        if self.first_served_model is None:
+            self.first_served_model = d["served_model"]
+        self.context_length = d.get("context_length")
+
+    def _plan(self, d: dict[str, Any], t: str) -> None:
+        lineage, version, role = d.get("lineage"), d.get("version"), d["role"]
+        self.calls[d["call_id"]] = CallState(
+            call_id=d["call_id"],
+            role=role,
+            variant=d["variant"],
+            phase=d["phase"],
+            lineage=lineage,
+            version=version,
+            target=d.get("target"),
+            evaluation=d.get("evaluation", False),
         )
-        if rec.lineage is not None and rec.lineage not in self.lineages:
-            self.lineages[rec.lineage] = LineageState(lineage=rec.lineage, index=len(self.lineages))
-        if rec.role in ("generator", "reviser") and rec.lineage and rec.version is not None:
-            parent = int(rec.target) if rec.role == "reviser" and rec.target else None
-            self.lineages[rec.lineage].versions[rec.version] = VersionState(
-                lineage=rec.lineage, version=rec.version, producer=rec.call_id, parent=parent
+        if lineage is not None and lineage not in self.lineages:
+            self.lineages[lineage] = LineageState(lineage=lineage, index=len(self.lineages))
+        if role in ("generator", "reviser") and lineage and version is not None:
+            target = d.get("target")
+            parent = int(target) if role == "reviser" and target else None
+            self.lineages[lineage].versions[version] = VersionState(
+                lineage=lineage, version=version, producer=d["call_id"], parent=parent
             )
+
+    def _context(self, d: dict[str, Any], t: str) -> None:
+        self.calls[d["call_id"]].has_context = True
+
+    def _llm_started(self, d: dict[str, Any], t: str) -> None:
+        call = self.calls[d["call_id"]]
+        call.attempts = max(call.attempts, d["attempt"])
+        call.open_attempt = d["attempt"]
+        call.attempt_streams[d["attempt"]] = (d["api"], bool(d["params"].get("stream", True)))
+
+    def _llm_ended(self, d: dict[str, Any], t: str) -> None:
+        call = self.calls[d["call_id"]]
+        call.open_attempt = None
+        self._count_usage(call, d.get("usage", {}))
+
+    def _llm_completed(self, d: dict[str, Any], t: str) -> None:
+        self._llm_ended(d, t)
+        call = self.calls[d["call_id"]]
+        call.response_blob = d["response"]["blob"]
+        call.response_api, call.response_streamed = call.attempt_streams.get(
+            d["attempt"], ("chat", True)
+        )
+
+    def _llm_abandoned(self, d: dict[str, Any], t: str) -> None:
+        self.calls[d["call_id"]].open_attempt = None
+
+    def _call_completed(self, d: dict[str, Any], t: str) -> None:
+        call = self.calls[d["call_id"]]
+        call.status = "completed"
+        call.truncated = d["truncated"]
+        call.parsed_ok = d["parsed_ok"]
+        call.finish_reason = d["finish_reason"]
+        call.facts = dict(d.get("facts", {}))
+        call.output_blob = d["output"]["blob"]
+        if call.truncated:
+            self._version_unusable_if_producer(call.call_id)
+
+    def _call_failed(self, d: dict[str, Any], t: str) -> None:
+        self.calls[d["call_id"]].status = "failed"
+        self._version_unusable_if_producer(d["call_id"])
+
+    def _call_cancelled(self, d: dict[str, Any], t: str) -> None:
+        self.calls[d["call_id"]].status = "cancelled"
+        self._version_unusable_if_producer(d["call_id"])
+
+    def _run_finished(self, d: dict[str, Any], t: str) -> None:
+        self.phase = "finished"
+        self.outcome = d["outcome"]
 
     def _count_usage(self, call: CallState, usage: dict[str, int]) -> None:
         spent_in = usage.get("input_tokens", 0)
@@ -230,17 +239,6 @@ class RunState:
             self.tokens_by_role.get(call.role, 0) + spent_in + spent_out
         )
 
-    def _complete(self, rec: CallCompleted) -> None:
-        call = self.calls[rec.call_id]
-        call.status = "completed"
-        call.truncated = rec.truncated
-        call.parsed_ok = rec.parsed_ok
-        call.finish_reason = rec.finish_reason
-        call.facts = dict(rec.facts)
-        call.output_blob = rec.output.blob
-        if rec.truncated:
-            self._version_unusable_if_producer(rec.call_id)
-
     def _version_unusable_if_producer(self, call_id: str) -> None:
         call = self.calls[call_id]
         if call.role in ("generator", "reviser") and call.lineage and call.version is not None:
@@ -248,49 +246,71 @@ class RunState:
             if version is not None and version.proof_artifact is None:
                 version.status = "unusable"
 
-    def _artifact(self, rec: ArtifactPut) -> None:
-        self.artifacts[rec.artifact] = ArtifactInfo(
-            artifact=rec.artifact,
-            kind=rec.kind,
-            blob=rec.blob.blob,
-            size=rec.blob.bytes,
-            producer=rec.producer,
-            lineage=rec.lineage,
-            version=rec.version,
+    def _artifact(self, d: dict[str, Any], t: str) -> None:
+        lineage, version, kind = d.get("lineage"), d.get("version"), d["kind"]
+        self.artifacts[d["artifact"]] = ArtifactInfo(
+            artifact=d["artifact"],
+            kind=kind,
+            blob=d["blob"]["blob"],
+            size=d["blob"]["bytes"],
+            producer=d["producer"],
+            lineage=lineage,
+            version=version,
         )
-        if rec.kind == "proof_text" and rec.lineage and rec.version is not None:
-            if rec.lineage not in self.lineages:  # a proof given to a grading-only run
-                self.lineages[rec.lineage] = LineageState(
-                    lineage=rec.lineage, index=len(self.lineages)
+        if kind == "proof_text" and lineage and version is not None:
+            if lineage not in self.lineages:  # a proof given to a grading-only run
+                self.lineages[lineage] = LineageState(lineage=lineage, index=len(self.lineages))
+            versions = self.lineages[lineage].versions
+            if version not in versions:
+                versions[version] = VersionState(
+                    lineage=lineage, version=version, producer=d["producer"], parent=None
                 )
-            versions = self.lineages[rec.lineage].versions
-            if rec.version not in versions:
-                versions[rec.version] = VersionState(
-                    lineage=rec.lineage, version=rec.version, producer=rec.producer, parent=None
-                )
-            versions[rec.version].proof_artifact = rec.artifact
+            versions[version].proof_artifact = d["artifact"]
 
-    def _decide(self, rec: Decision) -> None:
-        lineage = self.lineages.get(rec.lineage) if rec.lineage else None
-        if rec.kind == "accepted" and lineage is not None and rec.version is not None:
-            lineage.accepted_version = rec.version
-            lineage.versions[rec.version].status = "accepted"
+    def _decide(self, d: dict[str, Any], t: str) -> None:
+        kind, name, number = d["kind"], d.get("lineage"), d.get("version")
+        lineage = self.lineages.get(name) if name else None
+        if kind == "accepted" and lineage is not None and number is not None:
+            lineage.accepted_version = number
+            lineage.versions[number].status = "accepted"
             lineage.consecutive_failures = 0
-        elif rec.kind == "round_failed" and lineage is not None and rec.version is not None:
-            lineage.versions[rec.version].status = "failed"
+        elif kind == "round_failed" and lineage is not None and number is not None:
+            lineage.versions[number].status = "failed"
             lineage.consecutive_failures += 1
-            for key in _confirmed_keys(self, rec.lineage or "", rec.version):
+            for key in _confirmed_keys(self, name or "", number):
                 lineage.confirmed_keys.add(key)
-        elif rec.kind == "abandoned" and lineage is not None:
+        elif kind == "abandoned" and lineage is not None:
             lineage.abandoned = True
-            lineage.abandon_reason = rec.reason
-        elif rec.kind == "phase" and rec.phase:
-            self.phase = rec.phase
-        elif rec.kind == "budget_exhausted":
-            self.budget_exhausted = rec.reason
-        elif rec.kind == "selected" and rec.lineage is not None and rec.version is not None:
-            self.selected = (rec.lineage, rec.version)
-            self.selection_reason = rec.reason
+            lineage.abandon_reason = d["reason"]
+        elif kind == "phase" and d.get("phase"):
+            self.phase = d["phase"]
+        elif kind == "budget_exhausted":
+            self.budget_exhausted = d["reason"]
+        elif kind == "selected" and name is not None and number is not None:
+            self.selected = (name, number)
+            self.selection_reason = d["reason"]
+
+
+_Handler = Callable[[RunState, dict[str, Any], str], None]
+_HANDLERS: dict[str, _Handler] = {
+    "session.started": RunState._session_started,
+    "session.ended": RunState._session_ended,
+    "endpoint.probed": RunState._probed,
+    "call.planned": RunState._plan,
+    "context.built": RunState._context,
+    "llm.started": RunState._llm_started,
+    "llm.completed": RunState._llm_completed,
+    "llm.failed": RunState._llm_ended,
+    "llm.abandoned": RunState._llm_abandoned,
+    "call.completed": RunState._call_completed,
+    "call.failed": RunState._call_failed,
+    "call.cancelled": RunState._call_cancelled,
+    "artifact.put": RunState._artifact,
+    "decision": RunState._decide,
+    "run.finished": RunState._run_finished,
+    "net.connect": lambda state, d, t: None,
+}
+assert set(_HANDLERS) == set(LOOP_RECORD_TYPES)
 
 
 def verification_calls(state: RunState, lineage: str, version: int) -> list[CallState]:
