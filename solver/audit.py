@@ -55,19 +55,25 @@ class AuditContext:
     manifest_error: str | None
     scan: JournalScan
     public_key: Ed25519PublicKey | None
+    # Digest named by each file under blobs/sha256 (by its name, not its content).
+    blob_files: dict[str, Path] = field(default_factory=dict)
+    hashing: BlobHashing | None = None
     records: list[Record] = field(init=False)
 
     def __post_init__(self) -> None:
         self.records = self.scan.records
+        if not self.blob_files:
+            self.blob_files = list_blob_files(self.reader)
 
     @property
     def run_dir(self) -> Path:
         return self.reader.run_dir
 
-    @cached_property
-    def blob_files(self) -> dict[str, Path]:
-        """Digest named by each file under blobs/sha256 (by its name, not its content)."""
-        return {"sha256:" + path.name: path for path in self.reader.blobs.iter_files()}
+    def blob_hashes(self) -> list[tuple[Path, str, int]]:
+        """(path, content digest, size) of every blob file, sorted by path."""
+        if self.hashing is None:
+            self.hashing = BlobHashing(list(self.blob_files.values()), HASH_WORKERS)
+        return self.hashing.results()
 
     @cached_property
     def finished(self) -> Record | None:
@@ -207,24 +213,40 @@ def check_chain(ctx: AuditContext) -> list[Check]:
     return capped(name, rows)
 
 
+def list_blob_files(reader: RunReader) -> dict[str, Path]:
+    return {"sha256:" + path.name: path for path in reader.blobs.iter_files()}
+
+
 def _hash_blobs(paths: list[Path]) -> list[tuple[Path, str, int]]:
     buffer = bytearray(READ_CHUNK)
     return [(path, *hash_file(path, buffer)) for path in paths]
+
+
+class BlobHashing:
+    """Hashes blob files on a few threads from the moment it is made. The audit starts it
+    before parsing the journal, so hashing and parsing overlap (hashlib releases the GIL).
+    Each thread takes an interleaved share, which keeps per-file overhead out of the pool."""
+
+    def __init__(self, paths: list[Path], workers: int) -> None:
+        workers = max(1, workers)
+        self._pool = ThreadPoolExecutor(max_workers=workers)
+        self._futures = [
+            self._pool.submit(_hash_blobs, paths[start::workers]) for start in range(workers)
+        ]
+
+    def results(self) -> list[tuple[Path, str, int]]:
+        return sorted(item for future in self._futures for item in future.result())
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 def check_blobs(ctx: AuditContext) -> list[Check]:
     """Every file under blobs/sha256 sits at the right place and hashes to its name."""
     name = "blobs"
     rows: list[Check] = []
-    paths = list(ctx.blob_files.values())
     total = 0
-    # hashlib releases the GIL on large buffers, so a few threads hash files in parallel;
-    # each thread takes an interleaved share, keeping per-file overhead out of the pool.
-    workers = max(1, HASH_WORKERS)
-    shares = [paths[start::workers] for start in range(workers)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = [item for share in pool.map(_hash_blobs, shares) for item in share]
-    for path, digest, size in sorted(results):
+    for path, digest, size in ctx.blob_hashes():
         total += size
         if digest != "sha256:" + path.name or path.parent.name != path.name[:2]:
             rows.append(
@@ -251,7 +273,7 @@ def check_blobs(ctx: AuditContext) -> list[Check]:
             Check(
                 name=name,
                 status="pass",
-                detail=f"{len(paths)} blobs, {total} bytes, each hashes to its name",
+                detail=f"{len(ctx.blob_files)} blobs, {total} bytes, each hashes to its name",
             )
         )
     return capped(name, rows)
@@ -398,6 +420,11 @@ def audit_run(
     ``public_key`` cannot be read; everything wrong inside the run is a failing check."""
     reader = RunReader(run_dir)
     key = load_public_key(public_key) if public_key is not None else None
+    selected = list(checks) if checks is not None else default_checks()
+    blob_files = list_blob_files(reader)
+    hashing = (
+        BlobHashing(list(blob_files.values()), HASH_WORKERS) if check_blobs in selected else None
+    )
     manifest: dict[str, Any] = {}
     manifest_error: str | None = None
     try:
@@ -409,10 +436,14 @@ def audit_run(
     except StoreError:  # the manifest is missing, so there is no genesis to chain from
         data = reader.journal_path.read_bytes() if reader.journal_path.exists() else b""
         scan = scan_journal(data, "sha256:" + "0" * 64)
-    ctx = AuditContext(reader, manifest, manifest_error, scan, key)
+    ctx = AuditContext(reader, manifest, manifest_error, scan, key, blob_files, hashing)
     rows: list[Check] = []
-    for check in checks if checks is not None else default_checks():
-        rows.extend(_run_check(check, ctx))
+    try:
+        for check in selected:
+            rows.extend(_run_check(check, ctx))
+    finally:
+        if ctx.hashing is not None:
+            ctx.hashing.close()
     ok = not any(row.status == "fail" for row in rows)
     return AuditReport(ok=ok, run=str(run_dir), checks=rows)
 

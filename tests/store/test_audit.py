@@ -19,6 +19,7 @@ from solver.audit import (
     AuditContext,
     Check,
     audit_run,
+    check_blobs,
     default_checks,
     register_check,
     statuses,
@@ -249,3 +250,12 @@ def test_cli_keys_new(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert default_key_dir() == tmp_path / "xdg" / "olympiad-solver" / "keys"
     assert runner.invoke(keys_group, ["new"]).exit_code == 0
     assert (default_key_dir() / "solver-ed25519.key").is_file()
+
+
+def test_checks_work_on_a_hand_made_context(run: BuiltRun) -> None:
+    """Extension checks (and tests) may build a context themselves: blobs are then listed
+    and hashed on demand."""
+    reader = RunReader(run.path)
+    ctx = AuditContext(reader, reader.manifest, None, reader.scan(), None)
+    (row,) = check_blobs(ctx)
+    assert row.status == "pass" and row.detail.startswith(f"{len(ctx.blob_files)} blobs")

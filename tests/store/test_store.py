@@ -246,22 +246,25 @@ def test_open_refuses_an_unreadable_manifest(tmp_path: Path) -> None:
 
 
 def test_torn_tail_at_every_byte_offset_is_repaired(tmp_path: Path) -> None:
-    run = build_run(tmp_path / "run")
-    lines = journal_lines(run.path)
+    run_dir = tmp_path / "run"
+    with RunStore.create(run_dir, {}) as store:
+        store.append("x", {"n": 1})
+        store.append("x", {"n": 2})  # a short last line keeps this loop quick
+    lines = journal_lines(run_dir)
     intact, last = b"".join(lines[:-1]), lines[-1]
     for cut in range(1, len(last)):
-        (run.path / "journal.jsonl").write_bytes(intact + last[:cut])
-        for stale in (run.path / "quarantine").glob("*"):
+        (run_dir / "journal.jsonl").write_bytes(intact + last[:cut])
+        for stale in (run_dir / "quarantine").glob("*"):
             stale.unlink()
-        reader = RunReader(run.path)
+        reader = RunReader(run_dir)
         assert len(list(reader.records())) == len(lines) - 1
         assert reader.torn_tail is not None and reader.torn_tail.offset == len(intact)
-        with RunStore.open(run.path) as store:
+        with RunStore.open(run_dir) as store:
             records = list(store.records())
         assert records[-1].type == "recovery.tail_truncated"
         assert records[-1].data["bytes"] == cut and records[-1].data["offset"] == len(intact)
-        assert (run.path / records[-1].data["file"]).read_bytes() == last[:cut]
-        report = audit_store(run.path)
+        assert (run_dir / records[-1].data["file"]).read_bytes() == last[:cut]
+        report = audit_store(run_dir)
         assert report.ok, failure_text(report)
 
 
