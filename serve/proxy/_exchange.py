@@ -20,6 +20,7 @@ The deadlines are enforced by one watchdog task per request that reschedules the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +38,7 @@ from ._state import ProxyState
 from ._telemetry import RequestRecord
 from ._turn import TurnEnd, TurnFailure, TurnState
 from ._wire import dumps
+from ._writer import StreamWriter
 
 
 class _Abort(Exception):
@@ -46,12 +48,12 @@ class _Abort(Exception):
 _draining: set[asyncio.Task[None]] = set()
 
 
-async def _drain(response: httpx.Response) -> None:
+async def _drain(response: httpx.Response, rest: AsyncIterator[bytes]) -> None:
     """Read the little that follows a protocol terminal (the chunked-body end) so the upstream
     connection goes back to the pool instead of being reset; bounded, off the client's path."""
     try:
         async with asyncio.timeout(2.0):
-            async for _ in response.aiter_raw():
+            async for _ in rest:
                 pass
     except (TimeoutError, httpx.HTTPError):
         pass
@@ -59,8 +61,8 @@ async def _drain(response: httpx.Response) -> None:
         await response.aclose()
 
 
-def _drain_later(response: httpx.Response) -> None:
-    task = asyncio.get_running_loop().create_task(_drain(response))
+def _drain_later(response: httpx.Response, rest: AsyncIterator[bytes]) -> None:
+    task = asyncio.get_running_loop().create_task(_drain(response, rest))
     _draining.add(task)
     task.add_done_callback(_draining.discard)
 
@@ -95,8 +97,8 @@ class Exchange:
         self._t0 = self._loop.time()
         self._ident = front.new_id()
         self.emitter: Emitter = front.emitter(fr, self._ident)
-        self._lock = asyncio.Lock()
-        self._headers_sent = False
+        self._writer = StreamWriter(send, response_headers, lambda: self.abort("client_cancel"))
+        self._json_sent = False
         self._scope: asyncio.Timeout | None = None
         self._abort = ""  # the client went away: ends everything
         self._attempt_abort = ""  # an upstream deadline passed: ends this attempt only
@@ -104,33 +106,19 @@ class Exchange:
         self._deadline = self._t0 + state.config.deadlines.max_wall
         self._last_read = self._t0
         self._first_read = False
-        self._last_write = self._t0
         self._first_byte_budget = 0.0
         self._attempt_t0 = self._t0
         self._cases: set[str] = set(fr.cases)
 
     # ------------------------------------------------------------ output
 
-    async def _start(self, status: int, content_type: bytes) -> None:
-        headers = [(b"content-type", content_type), *self._headers]
-        if content_type == b"text/event-stream":
-            headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
-        await self._send({"type": "http.response.start", "status": status, "headers": headers})
-        self._headers_sent = True
-
-    async def _write(self, data: bytes, *, more: bool = True) -> None:
-        async with self._lock:
-            if not self._headers_sent:
-                await self._start(200, b"text/event-stream")
-            await self._send({"type": "http.response.body", "body": data, "more_body": more})
-            self._last_write = self._loop.time()
-
     async def _json(self, status: int, body: dict[str, Any]) -> None:
-        async with self._lock:
-            await self._start(status, b"application/json")
-            await self._send(
-                {"type": "http.response.body", "body": dumps(body).encode(), "more_body": False}
-            )
+        headers = [(b"content-type", b"application/json"), *self._headers]
+        self._json_sent = True
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        await self._send(
+            {"type": "http.response.body", "body": dumps(body).encode(), "more_body": False}
+        )
         self.record.http_status = status
 
     def _commit(self) -> None:
@@ -173,16 +161,17 @@ class Exchange:
                     open_at = self._t0 + limits.open_after
                     if now >= open_at:
                         self._commit()
-                        await self._write(self.emitter.take())
+                        self._writer.push(self.emitter.take())
                     else:
                         wake = min(wake, open_at)
                 if self.emitter.started:
-                    ping_at = self._last_write + limits.keepalive
-                    if now >= ping_at and not self._lock.locked():
-                        await self._write(self.emitter.keepalive())
+                    writer = self._writer
+                    ping_at = writer.last_write + limits.keepalive
+                    if now >= ping_at and writer.idle:
+                        writer.push(self.emitter.keepalive())
                         self.record.pings += 1
                         self.state.metrics.pings += 1
-                        ping_at = self._last_write + limits.keepalive
+                        ping_at = now + limits.keepalive
                     wake = min(wake, ping_at)
             await asyncio.sleep(max(wake - self._loop.time(), 0.01))
 
@@ -234,6 +223,7 @@ class Exchange:
         finally:
             watchdog.cancel()
             listener.cancel()
+            self._writer.cancel()
             self._finish_record(turn)
 
     async def _attempt(self, provider: Provider, turn: TurnState) -> TurnEnd | TurnFailure:
@@ -271,14 +261,15 @@ class Exchange:
                     self._first_read = True
                     await self._deliver(decoder.body(data), turn)
                 else:
-                    async for raw in response.aiter_raw():
+                    chunks = response.aiter_raw()
+                    async for raw in chunks:
                         self._last_read = self._loop.time()
                         self._first_read = True
                         events = decoder.feed(raw)
                         if events:
                             await self._deliver(events, turn)
                         if decoder.finished:
-                            _drain_later(response)
+                            _drain_later(response, chunks)
                             response = None
                             break
                     else:
@@ -320,7 +311,8 @@ class Exchange:
             return
         data = emitter.take()
         if data:
-            await self._write(data)
+            self._writer.push(data)
+            await self._writer.backpressure()
 
     async def _conclude(self, outcome: TurnEnd | TurnFailure, turn: TurnState) -> None:
         emitter = self.emitter
@@ -336,7 +328,7 @@ class Exchange:
             if self.fr.stream:
                 self._commit()
                 emitter.finish(outcome)
-                await self._write(emitter.take(), more=False)
+                await self._writer.close(emitter.take())
             else:
                 emitter.take()
                 body = self.front.render(self.fr, self._ident, emitter, turn.blocks, outcome)
@@ -349,16 +341,16 @@ class Exchange:
         record.error = outcome.message[:300]
         if self.fr.stream and emitter.started:
             emitter.fail(outcome)
-            await self._write(emitter.take(), more=False)
+            await self._writer.close(emitter.take())
             record.http_status = 200
         else:
             status = self.front.failure_status(outcome)
             await self._json(status, self.front.error_body(status, outcome.message))
 
     async def _refuse(self, status: int, message: str) -> None:
-        if self._headers_sent:
+        if self._writer.started:
             self.emitter.fail(TurnFailure("bad_request", message, status))
-            await self._write(self.emitter.take(), more=False)
+            await self._writer.close(self.emitter.take())
         else:
             await self._json(status, self.front.error_body(status, message))
 
