@@ -10,12 +10,15 @@ import json
 import os
 import socket
 from pathlib import Path
+from time import sleep
 from typing import Any
 
 from solver.store._fs import write_all
 from solver.store.errors import LockHeld
 
 LOCK_NAME = ".lock"
+PROBE_RETRIES = 5
+PROBE_RETRY_S = 0.02
 
 
 def _read_holder(path: Path) -> dict[str, Any]:
@@ -24,6 +27,19 @@ def _read_holder(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return info if isinstance(info, dict) else {}
+
+
+def _try_exclusive(fd: int) -> bool:
+    """Take the exclusive lock without waiting for a writer, but ride out the brief shared
+    lock a reader's :func:`lock_holder` probe holds (microseconds) with a few retries."""
+    for attempt in range(PROBE_RETRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if attempt + 1 < PROBE_RETRIES:
+                sleep(PROBE_RETRY_S)
+    return False
 
 
 class WriterLock:
@@ -35,9 +51,7 @@ class WriterLock:
 
     def acquire(self, session: int) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _try_exclusive(fd):
             os.close(fd)
             holder = _read_holder(self.path)
             pid = holder.get("pid")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import socket
@@ -346,3 +347,24 @@ def test_blob_found_on_disk_is_made_durable_before_reuse(tmp_path: Path) -> None
             assert writer.commit() == ref
         store.append("x", {"b": ref.as_ref()})
     assert path.stat().st_ino == before
+
+
+def test_writer_rides_out_a_readers_lock_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / "run"
+    RunStore.create(run_dir, MANIFEST).close()
+    probe = os.open(run_dir / ".lock", os.O_RDONLY)
+    fcntl.flock(probe, fcntl.LOCK_SH)  # what RunReader.lock_holder() holds for an instant
+    waits: list[float] = []
+
+    def reader_lets_go(seconds: float) -> None:
+        waits.append(seconds)
+        fcntl.flock(probe, fcntl.LOCK_UN)
+
+    monkeypatch.setattr("solver.store.lock.sleep", reader_lets_go)
+    try:
+        RunStore.open(run_dir).close()
+    finally:
+        os.close(probe)
+    assert len(waits) == 1
