@@ -39,6 +39,15 @@ def clean_arguments(arguments: str) -> str:
     return arguments
 
 
+class _Call:
+    __slots__ = ("id", "name", "parts")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.name: str | None = None
+        self.parts: list[str] = []
+
+
 class Folder:
     """Accumulates events; :meth:`completion` gives the result so far."""
 
@@ -56,7 +65,7 @@ class Folder:
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._signature = ""
-        self._calls: dict[int, list[str | list[str] | None]] = {}
+        self._calls: dict[int, _Call] = {}
         self.usage = Usage()
         self.finish: Finish | None = None
         self.error: StreamError | None = None
@@ -69,15 +78,13 @@ class Folder:
         elif isinstance(event, ToolCallDelta):
             call = self._calls.get(event.index)
             if call is None:
-                call = self._calls[event.index] = [None, None, []]
-            if event.id and not call[0]:
-                call[0] = event.id
-            if event.name and not call[1]:
-                call[1] = event.name
+                call = self._calls[event.index] = _Call()
+            if event.id and not call.id:
+                call.id = event.id
+            if event.name and not call.name:
+                call.name = event.name
             if event.arguments:
-                parts = call[2]
-                assert isinstance(parts, list)
-                parts.append(event.arguments)
+                call.parts.append(event.arguments)
         elif isinstance(event, Usage):
             self.usage = event
         elif isinstance(event, Finish):
@@ -94,13 +101,12 @@ class Folder:
     def completion(self) -> Completion:
         calls = []
         for index in sorted(self._calls):
-            call_id, name, parts = self._calls[index]
-            assert isinstance(parts, list)
+            call = self._calls[index]
             calls.append(
                 ToolCall(
-                    id=str(call_id or f"call_{index}"),
-                    name=str(name or ""),
-                    arguments=clean_arguments("".join(parts)),
+                    id=call.id or f"call_{index}",
+                    name=call.name or "",
+                    arguments=clean_arguments("".join(call.parts)),
                 )
             )
         reason: FinishReason

@@ -38,6 +38,10 @@ __all__ = ["SHAPE_ERRORS", "EventBuilder", "map_finish_reason"]
 # expected, a number where a string was): the stream is malformed, never a crash.
 SHAPE_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError)
 
+# A tool call whose arguments run on as whitespace this long is degenerate output (E33): end the
+# stream as an error instead of streaming blanks until max_tokens.
+RUNAWAY_WHITESPACE = 500
+
 _OPEN_TAG = "<think>"
 _CLOSE_TAG = "</think>"
 
@@ -90,6 +94,7 @@ class EventBuilder:
         self._saw_text = False
         self._saw_tool = False
         self._reasoning_held: list[str] | None = []
+        self._blank_run: dict[int, int] = {}
 
     # ------------------------------------------------------------ deltas
 
@@ -156,6 +161,16 @@ class EventBuilder:
             raise TypeError(f"tool arguments are {type(arguments).__name__}, not a string")
         self._saw_tool = True
         self._reasoning_held = None
+        if arguments and arguments.isspace():
+            run = self._blank_run[index] = self._blank_run.get(index, 0) + len(arguments)
+            if run > RUNAWAY_WHITESPACE:
+                self.cases.add("E33_runaway_arguments")
+                message = f"tool call {index}: over {RUNAWAY_WHITESPACE} blank argument characters"
+                self.error("runaway_arguments", message, retryable=True)
+                self.end(clean=False)
+                return
+        elif arguments:
+            self._blank_run[index] = 0
         self.out.append(
             ToolCallDelta(
                 index=index,

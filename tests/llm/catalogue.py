@@ -705,3 +705,20 @@ RESPONSES_CASES: list[Case] = [
 ]
 
 ALL_CASES = CASES + ANTHROPIC_CASES + RESPONSES_CASES
+
+CASES.append(
+    Case(
+        "E33",
+        "chat",
+        sse(
+            delta({"tool_calls": [call(0, "c", "f", "{")]}),
+            *[delta({"tool_calls": [call(0, None, None, " " * 50)]}) for _ in range(11)],
+            delta({}, "tool_calls"),
+        ),
+        tools=[("c", "f", "{" + " " * 500)],
+        finish="error",
+        error_kind="runaway_arguments",
+        note="whitespace runaway in tool arguments ends the stream instead of running on",
+    )
+)
+ALL_CASES.append(CASES[-1])
