@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import time
+from datetime import UTC
+from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import httpx
@@ -26,7 +29,7 @@ from solver.llm.errors import (
 )
 from solver.llm.types import RetryPolicy
 
-__all__ = ["AllowList", "Wait", "host_port", "retrying", "status_error"]
+__all__ = ["AllowList", "Wait", "host_port", "retry_after_seconds", "retrying", "status_error"]
 
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _CONTEXT_ERROR = re.compile(
@@ -63,13 +66,21 @@ class AllowList(httpx.AsyncBaseTransport):
         await self._inner.aclose()
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds to wait from a Retry-After header: delay-seconds or an HTTP date."""
     if not value:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # unreadable: our own backoff applies
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 class Wait:
@@ -110,7 +121,7 @@ def status_error(
         message,
         status=status,
         body_excerpt=excerpt,
-        retry_after=_retry_after(headers.get("retry-after")),
+        retry_after=retry_after_seconds(headers.get("retry-after")),
         retryable=status in _RETRYABLE_STATUS,
         request_id=request_id,
         url=url,

@@ -61,9 +61,6 @@ class Watchdog:
             self.fired = "first_byte" if self.last is None else "idle"
         self._task.cancel()
 
-    def first_byte(self) -> None:
-        self.last = self._loop.time()
-
     def stop(self) -> None:
         self._handle.cancel()
 

@@ -286,7 +286,8 @@ class ModelClient:
         try:
             try:
                 response = await client.send(http_request, stream=True)
-                watchdog.first_byte()
+                # headers alone do not end the first-byte phase: vLLM sends them before the
+                # prefill, SGLang only with the first token; the first body byte ends it
                 ttfb = loop.time() - t0
                 try:
                     status = response.status_code

@@ -280,3 +280,13 @@ def test_outside_cancellation_propagates() -> None:
 
         asyncio.run(go())
     assert recorder.ends[0].error_kind == "cancelled"
+
+
+def test_headers_early_first_token_late_is_still_prefill() -> None:
+    """vLLM-style: headers at once, then silence until the first token; the idle deadline must
+    not cut the prefill short."""
+    late = Reply(text="after prefill", fault=Fault(stall_after_chunks=0, stall_seconds=0.6))
+    with FakeEndpoint([late]) as fake:
+        completion, rec = run(fake, deadlines=Deadlines(first_byte=10, idle=0.2), retry=ONCE)
+    assert completion.text == "after prefill"
+    assert rec.ends[0].ttfb_s is not None and rec.ends[0].ttft_s is not None

@@ -22,6 +22,7 @@ from solver.llm import (
     fold_events,
 )
 from solver.llm._policy import Wait as _Wait
+from solver.llm._policy import retry_after_seconds
 from tests.fakes.fake_endpoint import FakeEndpoint, Reply
 from tests.llm.recorder import Recorder
 
@@ -120,3 +121,11 @@ def test_probe_reads_served_model_and_context() -> None:
                 return info.models, info.context_length
 
         assert asyncio.run(go()) == (("glm-4.6",), 8192)
+
+
+def test_retry_after_header_forms() -> None:
+    assert retry_after_seconds("3") == 3.0
+    assert retry_after_seconds("-1") == 0.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412500.0) == 10.0
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds(None) is None
