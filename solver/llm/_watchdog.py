@@ -1,7 +1,8 @@
 """Deadlines for one attempt without per-chunk timer churn.
 
 The reading loop only stores the time of the last byte (:attr:`Watchdog.last`); one timer
-checks it when a deadline could have passed and re-arms itself otherwise. When a deadline
+checks it when a deadline could have passed and re-arms itself otherwise. The switch from the
+first-byte phase to the idle phase re-arms it once (:meth:`Watchdog.body_started`). When a deadline
 passes it cancels the reading task and remembers which deadline it was, so the attempt can
 turn the cancellation into the right :class:`DeadlineExceeded`.
 """
@@ -60,6 +61,13 @@ class Watchdog:
         else:
             self.fired = "first_byte" if self.last is None else "idle"
         self._task.cancel()
+
+    def body_started(self) -> None:
+        """The first body byte arrived: from now on the (shorter) idle deadline applies, so the
+        timer armed for the first-byte deadline is moved earlier."""
+        self.last = self._loop.time()
+        self._handle.cancel()
+        self._handle = self._loop.call_at(self._due(), self._check)
 
     def stop(self) -> None:
         self._handle.cancel()

@@ -298,6 +298,8 @@ class ModelClient:
                     sse = "event-stream" in kind or ("json" not in kind and request.stream)
                     held: list[bytes] | None = None if sse and status < 400 else []
                     async for data in response.aiter_raw():
+                        if watchdog.last is None:
+                            watchdog.body_started()
                         watchdog.last = loop.time()
                         sink.write(data)
                         hasher.update(data)

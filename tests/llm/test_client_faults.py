@@ -108,7 +108,12 @@ def test_stall_mid_stream_is_an_idle_timeout_and_is_retried() -> None:
 def test_stall_without_retries_raises_idle_timeout() -> None:
     stalled = Reply(text="x" * 40, fault=Fault(stall_after_chunks=2))
     with FakeEndpoint([stalled]) as fake, pytest.raises(IdleTimeout):
-        run(fake, deadlines=Deadlines(first_byte=5, idle=0.3), retry=ONCE)
+        began = time.monotonic()
+        try:
+            # the idle deadline, not the far longer first-byte one, ends a mid-stream stall
+            run(fake, deadlines=Deadlines(first_byte=120, idle=0.3), retry=ONCE)
+        finally:
+            assert time.monotonic() - began < 60
 
 
 def test_slow_prefill_within_first_byte_deadline_is_fine_even_with_short_idle() -> None:
