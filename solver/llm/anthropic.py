@@ -46,7 +46,12 @@ def _block(part: Any) -> dict[str, Any] | None:
             return None  # unsigned thinking is rejected on replay (E27)
         return {"type": "thinking", "thinking": part.text, "signature": part.signature}
     if isinstance(part, ToolCallPart):
-        arguments = orjson.loads(part.arguments) if part.arguments.strip() else {}
+        try:
+            arguments = orjson.loads(part.arguments) if part.arguments.strip() else {}
+        except orjson.JSONDecodeError:
+            raise UnsupportedRequest(
+                f"tool call {part.id}: arguments are not JSON, Anthropic needs an object"
+            ) from None
         return {"type": "tool_use", "id": part.id, "name": part.name, "input": arguments}
     if isinstance(part, ToolResultPart):
         return {

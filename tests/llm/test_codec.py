@@ -144,3 +144,9 @@ def test_recorded_bytes_decode_the_way_the_client_read_them() -> None:
         b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
     )
     assert fold_events(decode_body("chat", stream)).text == "yo"
+
+
+def test_anthropic_refuses_non_json_tool_arguments() -> None:
+    broken = Message("assistant", (ToolCallPart("c", "f", "{not json"),))
+    with pytest.raises(UnsupportedRequest, match="not JSON"):
+        encode_request("anthropic", Request("m", (broken,), 10))
