@@ -224,3 +224,21 @@ def test_full_disk_stops_cleanly_and_resumes(workdir: Path) -> None:
         again = run(["resume", str(run_dir), "--json"], workdir)
     assert again.returncode == 0, again.stderr
     audit_ok(run_dir)
+
+
+def test_second_interrupt_exits_at_once_and_run_stays_resumable(workdir: Path) -> None:
+    run_dir = workdir / "run"
+    with FakeEndpoint(scripts.slow(0.05)) as fake:
+        proc = spawn(solve_args(fake.url, workdir / "odd.md", run_dir), workdir)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if '"call.started"' in line:
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.communicate(timeout=60)
+        assert proc.returncode == 130
+        again = run(["resume", str(run_dir), "--json"], workdir)
+    assert again.returncode == 0, again.stderr
+    audit_ok(run_dir)
+    assert_nothing_paid_twice(run_dir)
