@@ -722,3 +722,20 @@ CASES.append(
     )
 )
 ALL_CASES.append(CASES[-1])
+
+CASES.append(
+    Case(
+        "orphan-close-think",
+        "chat",
+        sse(
+            delta({"content": "Check small cases first."}),
+            delta({"content": "</thi"}),
+            delta({"content": "nk>\nThe answer is 4."}),
+            delta({}, "stop"),
+        ),
+        reasoning="Check small cases first.",
+        text="\nThe answer is 4.",
+        note="GLM thinking without a reasoning parser: the opening tag is in the prompt",
+    )
+)
+ALL_CASES.append(CASES[-1])
