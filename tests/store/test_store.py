@@ -7,6 +7,8 @@ import fcntl
 import json
 import os
 import socket
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -368,3 +370,35 @@ def test_writer_rides_out_a_readers_lock_probe(
     finally:
         os.close(probe)
     assert len(waits) == 1
+
+
+def test_writer_in_another_process_is_named_when_refused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    RunStore.create(run_dir, MANIFEST).close()
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; from solver.store import RunStore\n"
+            "store = RunStore.open(Path(sys.argv[1])); store.set_session(7)\n"
+            "print('ready', flush=True); sys.stdin.read(); store.close()\n",
+            str(run_dir),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
+        with pytest.raises(LockHeld) as caught:
+            RunStore.open(run_dir)
+        assert (caught.value.pid, caught.value.host) == (holder.pid, socket.gethostname())
+        assert RunReader(run_dir).lock_holder() == {
+            "pid": holder.pid,
+            "host": socket.gethostname(),
+            "session": 7,
+        }
+    finally:
+        holder.communicate("", timeout=60)
+    assert holder.returncode == 0
+    RunStore.open(run_dir).close()  # free again once the holder is gone
