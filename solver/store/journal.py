@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 RECORD_KEYS = frozenset({"data", "prev", "seq", "sess", "t", "type", "v"})
 
 
@@ -62,9 +64,14 @@ def line_hash(line: bytes) -> str:
 def parse_line(line: bytes) -> Record:
     """A journal line (without its newline) as a Record; ValueError names what is wrong."""
     try:
-        obj = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"not JSON ({exc})") from None
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # orjson is strict where the standard library is not (integers beyond 64 bits,
+        # escaped lone surrogates): let json decide, so both read exactly what we write.
+        try:
+            obj = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"not JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     if obj.keys() != RECORD_KEYS:

@@ -402,3 +402,12 @@ def test_writer_in_another_process_is_named_when_refused(tmp_path: Path) -> None
         holder.communicate("", timeout=60)
     assert holder.returncode == 0
     RunStore.open(run_dir).close()  # free again once the holder is gone
+
+
+def test_records_beyond_what_orjson_reads_still_parse(tmp_path: Path) -> None:
+    with RunStore.create(tmp_path / "run", MANIFEST) as store:
+        store.append("big", {"n": 2**80})  # orjson refuses integers beyond 64 bits
+        store.append("after", {})
+    records = list(RunReader(tmp_path / "run").records())
+    assert records[1].data["n"] == 2**80
+    assert audit_store(tmp_path / "run").ok
