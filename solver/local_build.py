@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import time
@@ -166,6 +167,17 @@ def _exclusive(lock_path: Path, progress: Progress) -> Iterator[None]:
             fcntl.flock(lock_file, fcntl.LOCK_UN)
 
 
+def scripts_dir() -> Path:
+    """This Python environment's scripts directory, where ``olympiad-solver[local]`` puts the
+    cmake and ninja wheels from PyPI (searched even when the venv is not activated)."""
+    return Path(sysconfig.get_path("scripts"))
+
+
+def _which(names: tuple[str, ...]) -> str | None:
+    search = os.pathsep.join([str(scripts_dir()), os.environ.get("PATH", "")])
+    return next((p for p in (shutil.which(name, path=search) for name in names) if p), None)
+
+
 def required_tools() -> dict[str, str]:
     """The build tools found, by role; raises :class:`BuildToolsMissing` naming what is not."""
     found: dict[str, str] = {}
@@ -176,7 +188,7 @@ def required_tools() -> dict[str, str]:
         ("c++ compiler", ("c++", "g++", "clang++")),
         ("build tool", ("ninja", "make")),
     ):
-        path = next((p for p in map(shutil.which, candidates) if p), None)
+        path = _which(candidates)
         if path is None:
             missing.append(role)
         else:
@@ -184,25 +196,30 @@ def required_tools() -> dict[str, str]:
     if missing:
         raise BuildToolsMissing(
             f"cannot build llama-server: no {', '.join(missing)} found; install the Debian "
-            "packages cmake and build-essential (ninja-build makes the build faster)"
+            "packages cmake and build-essential (or pip install 'olympiad-solver[local]' for "
+            "cmake and ninja; a C/C++ compiler is still needed)"
         )
     return found
 
 
 def _build(target: Path, progress: Progress, jobs: int) -> ServerBuild:
     tools = required_tools()
-    generator = "Ninja" if tools["build tool"].endswith("ninja") else "Unix Makefiles"
+    build_tool = tools["build tool"]
+    generator = "Ninja" if Path(build_tool).name.startswith("ninja") else "Unix Makefiles"
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="build-", dir=target.parent) as scratch_name:
         scratch = Path(scratch_name)
         source = _fetch_source(scratch, progress)
         build = scratch / "build"
-        configure = ["cmake", "-S", str(source), "-B", str(build), "-G", generator]
-        configure += CMAKE_OPTIONS
+        cmake = tools["cmake"]
+        configure = [cmake, "-S", str(source), "-B", str(build), "-G", generator]
+        configure += [*CMAKE_OPTIONS, f"-DCMAKE_MAKE_PROGRAM={build_tool}"]
+        configure += [f"-DCMAKE_C_COMPILER={tools['c compiler']}"]
+        configure += [f"-DCMAKE_CXX_COMPILER={tools['c++ compiler']}"]
         progress(f"configuring llama.cpp ({generator})")
         _run(configure, "cmake configure", progress, echo=False)
         progress(f"compiling llama-server with {jobs} jobs (about 5 minutes on 2 cores)")
-        compile_argv = ["cmake", "--build", str(build), "--target", SERVER_BINARY_NAME]
+        compile_argv = [cmake, "--build", str(build), "--target", SERVER_BINARY_NAME]
         _run([*compile_argv, "-j", str(jobs)], "cmake build", progress, echo=True)
         built = build / "bin" / SERVER_BINARY_NAME
         if not _runs(built):

@@ -42,6 +42,7 @@ def _no_build_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setattr(local_build, "scripts_dir", lambda: empty)
 
 
 def test_build_dir_is_keyed_by_source_version_and_cpu(tmp_path: Path) -> None:
@@ -61,6 +62,19 @@ def test_missing_build_tools_are_named_with_the_packages_to_install(
     message = str(caught.value)
     assert "cmake" in message and "c++ compiler" in message
     assert "build-essential" in message
+
+
+def test_build_tools_are_found_in_the_environment_scripts_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _no_build_tools(tmp_path, monkeypatch)
+    scripts = tmp_path / "venv-bin"
+    for name in ("cmake", "ninja", "cc", "c++"):
+        _script(scripts / name, "exit 0")
+    monkeypatch.setattr(local_build, "scripts_dir", lambda: scripts)
+    tools = required_tools()
+    assert tools["cmake"] == str(scripts / "cmake")
+    assert tools["build tool"] == str(scripts / "ninja")
 
 
 def test_a_cached_working_binary_is_reused_without_building(
