@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -57,6 +58,7 @@ class CanaryOptions:
     model: str | None = None  # None: the first model of /v1/models
     api_key: str | None = None
     timeout: float = 1800.0
+    progress: Callable[[str], None] | None = None  # one line per finished request
 
 
 @dataclass
@@ -121,7 +123,20 @@ async def _discover(
     context = options.context_length
     if context is None and isinstance(first.get("max_model_len"), int):
         context = int(first["max_model_len"])
+    if context is None:
+        context = await _llama_cpp_context(client, root)
     return model, context
+
+
+async def _llama_cpp_context(client: httpx.AsyncClient, root: str) -> int | None:
+    """llama.cpp reports its per-slot context in /props rather than in /v1/models."""
+    try:
+        response = await client.get(root + "/props", timeout=30)
+        settings = response.json().get("default_generation_settings", {})
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
 
 
 async def _server_facts(client: httpx.AsyncClient, root: str) -> dict[str, Any]:
@@ -160,13 +175,20 @@ class _Suite:
             "messages": [{"role": "user", "content": prompt}],
             "temperature": 0,
             "top_p": 1,
-            "max_tokens": max_tokens,
+            # --max-tokens caps every probe, so a slow or small model finishes the suite
+            "max_tokens": min(max_tokens, self.options.max_tokens),
             **extra,
         }
         if not thinking:
             body["chat_template_kwargs"] = {"enable_thinking": False}
         result = await stream_chat(self.client, self.url, body, timeout=self.options.timeout)
         self.streams.append((probe, result))
+        if self.options.progress is not None:
+            took = result.ended - result.started
+            self.options.progress(
+                f"{probe}: {result.output_tokens} tokens in {took:.1f} s, "
+                f"finish {result.finish_reason}{', ' + result.error if result.error else ''}"
+            )
         return result
 
     async def determinism(self) -> list[ProbeResult]:

@@ -243,6 +243,12 @@ class Supervisor:
         )
         if context is None and server_info and isinstance(server_info.get("context_length"), int):
             context = server_info["context_length"]
+        if context is None:  # llama.cpp reports its per-slot context in /props
+            settings = (_get_json(client, self.base_url + "/props") or {}).get(
+                "default_generation_settings"
+            )
+            n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+            context = n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None
         return ReadyInfo(
             pid=self.pid or 0,
             base_url=self.base_url,

@@ -309,6 +309,7 @@ def check_command(
         model=model,
         api_key=_api_key(api_key_env),
         timeout=timeout,
+        progress=lambda line: click.echo(f"check: {line}", err=True),
     )
     report = run_canary(_endpoint_or_descriptor(endpoint), options)
     if old is not None:
