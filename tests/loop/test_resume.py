@@ -6,6 +6,7 @@ import json
 import os
 import random
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -62,29 +63,38 @@ def assert_nothing_paid_twice(run_dir: Path) -> None:
     assert all(n == 1 for n in completed.values()), completed
 
 
+def first_line(proc: subprocess.Popen[str], timeout: float) -> bool:
+    """Wait for the process's first line of output: the run exists (solve) or the session
+    is under way (resume). False when it ended or said nothing in time."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    return bool(ready) and bool(proc.stdout.readline())
+
+
 def chaos(workdir: Path, kills: int, seed: int) -> tuple[Path, int]:
+    """Kill the solver at random moments inside a live session (after it has printed its
+    first line, so every kill lands in a run), resume, and repeat until it finishes."""
     rng = random.Random(seed)
     run_dir = workdir / "run"
-    with FakeEndpoint(scripts.slow(0.08)) as fake:
+    with FakeEndpoint(scripts.slow(0.12)) as fake:
         proc = spawn(solve_args(fake.url, workdir / "odd.md", run_dir), workdir)
         done = 0
         while True:
-            try:
-                proc.wait(timeout=rng.uniform(0.25, 1.2))
-            except subprocess.TimeoutExpired:
-                if done < kills:
+            if done < kills and first_line(proc, 120):
+                time.sleep(rng.uniform(0.0, 0.9))
+                if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
                     done += 1
                     proc = spawn(["resume", str(run_dir), "--json"], workdir)
-                continue
-            _out, err = proc.communicate()
-            if proc.returncode == 0:
+                    continue
+            _out, err = proc.communicate(timeout=300)
+            if proc.returncode == 0 and done >= kills:
                 return run_dir, done
-            if not (run_dir / "MANIFEST.json").exists():  # killed before the run existed
-                proc = spawn(solve_args(fake.url, workdir / "odd.md", run_dir), workdir)
-                continue
-            raise AssertionError(f"exit {proc.returncode}: {err[-3000:]}")
+            if proc.returncode != 0:
+                raise AssertionError(f"exit {proc.returncode}: {err[-3000:]}")
+            # it finished before all kills were spent: the test needs a longer run
+            raise AssertionError(f"the run finished after only {done} kills")
 
 
 def uninterrupted(workdir: Path) -> Path:
