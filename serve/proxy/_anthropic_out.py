@@ -15,7 +15,7 @@ from solver.llm.events import Usage
 
 from . import _signature
 from ._turn import Block, TurnEnd, TurnFailure
-from ._wire import dumps, json_str, sse_event
+from ._wire import dumps, json_bytes, sse_event
 
 STOP_REASON = {
     "stop": "end_turn",
@@ -63,6 +63,13 @@ def anthropic_usage(usage: Usage) -> dict[str, int]:
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": usage.cached_tokens,
     }
+
+
+_DELTA_HEAD = {
+    "text": b'{"type":"text_delta","text":',
+    "thinking": b'{"type":"thinking_delta","thinking":',
+    "tool": b'{"type":"input_json_delta","partial_json":',
+}
 
 
 def _signature_of(block: Block) -> str:
@@ -120,18 +127,9 @@ class AnthropicStream:
         self._out.append(sse_event("content_block_start", dumps(payload)))
 
     def block_delta(self, block: Block, fragment: str) -> None:
-        if block.kind == "text":
-            head = '{"type":"text_delta","text":'
-        elif block.kind == "thinking":
-            head = '{"type":"thinking_delta","thinking":'
-        else:
-            head = '{"type":"input_json_delta","partial_json":'
         self._out.append(
-            b"event: content_block_delta\ndata: "
-            + (
-                f'{{"type":"content_block_delta","index":{block.index},"delta":'
-                f"{head}{json_str(fragment)}}}}}\n\n"
-            ).encode()
+            b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+            b'"delta":%s%s}}\n\n' % (block.index, _DELTA_HEAD[block.kind], json_bytes(fragment))
         )
 
     def close_block(self, block: Block) -> None:

@@ -175,7 +175,7 @@ class CountTokensEndpoint:
 
     async def _ask(self, provider: Any, payload: dict[str, Any]) -> int | None:
         assert self.state.clients is not None
-        client = self.state.clients.client(provider)
+        client = self.state.clients.side
         try:
             response = await client.post(
                 provider.url("/messages/count_tokens"),

@@ -42,7 +42,7 @@ from ._parse import (
     tool_spec,
 )
 from ._turn import Block, TurnEnd, TurnFailure
-from ._wire import DONE, KEEPALIVE_COMMENT, dumps, json_str, sse_data
+from ._wire import DONE, KEEPALIVE_COMMENT, dumps, json_bytes, json_str, sse_data
 
 # ------------------------------------------------------------------ request
 
@@ -260,17 +260,18 @@ class ChatStream:
         self._out.append(self._head + dumps({"tool_calls": [call]}).encode() + self._tail)
 
     def block_delta(self, block: Block, fragment: str) -> None:
+        text = json_bytes(fragment)
         if block.kind == "text":
-            delta = '{"content":' + json_str(fragment) + "}"
+            self._out.append(self._head + b'{"content":' + text + b"}" + self._tail)
         elif block.kind == "thinking":
-            delta = '{"reasoning_content":' + json_str(fragment) + "}"
+            self._out.append(self._head + b'{"reasoning_content":' + text + b"}" + self._tail)
         else:
             ordinal = self._tool_ordinal[block.index]
-            delta = (
-                f'{{"tool_calls":[{{"index":{ordinal},"function":{{"arguments":'
-                f"{json_str(fragment)}}}}}]}}"
+            self._out.append(
+                self._head
+                + b'{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}' % (ordinal, text)
+                + self._tail
             )
-        self._out.append(self._head + delta.encode() + self._tail)
 
     def close_block(self, block: Block) -> None:
         return

@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 from starlette.types import Receive, Send
 
 from solver.llm.codec import StreamDecoder
@@ -33,6 +32,7 @@ from solver.llm.events import StreamEvent, Usage
 from . import _upstream
 from ._config import Provider
 from ._fronts import Emitter, Front
+from ._http1 import Http1Error, Http1Response
 from ._parse import FrontError, FrontRequest
 from ._state import ProxyState
 from ._telemetry import RequestRecord
@@ -48,20 +48,20 @@ class _Abort(Exception):
 _draining: set[asyncio.Task[None]] = set()
 
 
-async def _drain(response: httpx.Response, rest: AsyncIterator[bytes]) -> None:
+async def _drain(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
     """Read the little that follows a protocol terminal (the chunked-body end) so the upstream
     connection goes back to the pool instead of being reset; bounded, off the client's path."""
     try:
         async with asyncio.timeout(2.0):
             async for _ in rest:
                 pass
-    except (TimeoutError, httpx.HTTPError):
+    except (TimeoutError, Http1Error):
         pass
     finally:
         await response.aclose()
 
 
-def _drain_later(response: httpx.Response, rest: AsyncIterator[bytes]) -> None:
+def _drain_later(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
     task = asyncio.get_running_loop().create_task(_drain(response, rest))
     _draining.add(task)
     task.add_done_callback(_draining.discard)
@@ -238,20 +238,15 @@ class Exchange:
         self._attempt_abort = ""
         self._first_byte_budget = limits.first_byte_for(len(body) // 4)
         assert self.state.clients is not None
-        client = self.state.clients.client(provider)
-        http_request = client.build_request(
-            "POST",
-            _upstream.url(provider),
-            content=body,
-            headers=_upstream.headers(provider, self.record.request_id),
-        )
-        response: httpx.Response | None = None
+        pool = self.state.clients.pool(provider)
+        headers = _upstream.headers(provider, self.record.request_id)
+        response: Http1Response | None = None
         try:
             async with asyncio.timeout(None) as scope:
                 self._scope = scope
                 if self._abort:
                     raise _Abort()
-                response = await client.send(http_request, stream=True)
+                response = await pool.post(_upstream.url(provider), headers, body)
                 if response.status_code >= 400:
                     return await _upstream.status_failure(response, provider)
                 content_type = response.headers.get("content-type", "")
@@ -259,37 +254,36 @@ class Exchange:
                     self._cases.add("E20_json_for_stream")
                     data = await response.aread()
                     self._first_read = True
-                    await self._deliver(decoder.body(data), turn)
+                    self._deliver(decoder.body(data), turn)
                 else:
                     chunks = response.aiter_raw()
                     async for raw in chunks:
                         self._last_read = self._loop.time()
                         self._first_read = True
                         events = decoder.feed(raw)
-                        if events:
-                            await self._deliver(events, turn)
+                        if events and self._deliver(events, turn):
+                            await asyncio.sleep(0)  # let the writer send (see _writer)
+                            if self._writer.pressing:  # a slow client: stop reading upstream
+                                await self._writer.backpressure()
                         if decoder.finished:
                             _drain_later(response, chunks)
                             response = None
                             break
                     else:
-                        await self._deliver(decoder.close(), turn)
+                        self._deliver(decoder.close(), turn)
         except TimeoutError:
             if self._abort:
                 raise _Abort() from None
             reason = self._attempt_abort or "total_timeout"
             retryable = reason != "total_timeout"
-            await self._deliver(
-                decoder.fail(reason, _ABORT_MESSAGES[reason], retryable=retryable), turn
-            )
-        except httpx.HTTPError as exc:
-            connected = response is not None
-            kind = "reset" if connected else "connect"
-            message = f"upstream {provider.name}: {type(exc).__name__}: {exc}"[:300]
+            self._deliver(decoder.fail(reason, _ABORT_MESSAGES[reason], retryable=retryable), turn)
+        except Http1Error as exc:
+            kind = "reset" if exc.connected else "connect"
+            message = f"upstream {provider.name}: {exc}"[:300]
             key = provider.api_key()
             if key:
                 message = message.replace(key, "***")
-            await self._deliver(decoder.fail(kind, message, retryable=True), turn)
+            self._deliver(decoder.fail(kind, message, retryable=True), turn)
         finally:
             self._scope = None
             if response is not None:
@@ -297,22 +291,22 @@ class Exchange:
             self._cases.update(decoder.cases)
         return turn.end()
 
-    async def _deliver(self, events: list[StreamEvent], turn: TurnState) -> None:
+    def _deliver(self, events: list[StreamEvent], turn: TurnState) -> bool:
+        """Fold events into the turn and queue the bytes for the client (never waits). True
+        when the writer should get the loop now."""
         for event in events:
             turn.feed(event)
         emitter = self.emitter
         if not turn.output_started:
-            return
+            return False
         if self.record.ttfb_ms is None:
             self.record.ttfb_ms = (self._loop.time() - self._t0) * 1000
             self.state.metrics.observe_ttfb(self.record.ttfb_ms / 1000)
         if not self.fr.stream:
             emitter.take()  # only the blocks matter for a JSON answer
-            return
+            return False
         data = emitter.take()
-        if data:
-            self._writer.push(data)
-            await self._writer.backpressure()
+        return bool(data) and self._writer.push(data)
 
     async def _conclude(self, outcome: TurnEnd | TurnFailure, turn: TurnState) -> None:
         emitter = self.emitter

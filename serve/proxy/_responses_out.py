@@ -16,7 +16,7 @@ from typing import Any
 from solver.llm.events import Usage
 
 from ._turn import Block, TurnEnd, TurnFailure
-from ._wire import KEEPALIVE_COMMENT, dumps, json_str, short_id
+from ._wire import KEEPALIVE_COMMENT, dumps, json_bytes, short_id
 
 
 def responses_usage(usage: Usage) -> dict[str, Any]:
@@ -165,9 +165,10 @@ class ResponsesStream:
         self._out.append(
             (
                 f'event: {kind}\ndata: {{"type":"{kind}","sequence_number":{seq},'
-                f'"item_id":"{self._item_ids[index]}","output_index":{index}{extra},'
-                f'"delta":{json_str(fragment)}}}\n\n'
+                f'"item_id":"{self._item_ids[index]}","output_index":{index}{extra},"delta":'
             ).encode()
+            + json_bytes(fragment)
+            + b"}\n\n"
         )
 
     def close_block(self, block: Block) -> None:

@@ -1,14 +1,12 @@
 """The upstream leg: the request for a provider, HTTP clients, and upstream errors.
 
-Each provider gets a few ``httpx.AsyncClient`` instances used round-robin: one big shared pool
-makes httpcore scan every pooled connection per request, which costs more CPU than the proxy
-itself at 64 concurrent streams (research/peer-measurements.md §1.3).
+Streams go through :class:`Http1Pool` (one per provider; see ``_http1`` for why not httpx);
+the occasional side request (``count_tokens``) uses one ``httpx.AsyncClient``.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import ssl
 from dataclasses import replace
 
@@ -21,10 +19,10 @@ from solver.llm.events import Request
 
 from . import _signature
 from ._config import Deadlines, Provider
+from ._http1 import Http1Error, Http1Pool, Http1Response
 from ._parse import FrontError
 from ._turn import TurnFailure
 
-_CLIENTS_PER_PROVIDER = 8
 _ERROR_BODY_LIMIT = 64 * 1024
 
 
@@ -36,24 +34,17 @@ def _tls() -> ssl.SSLContext:
 
 class UpstreamClients:
     def __init__(self, providers: tuple[Provider, ...], deadlines: Deadlines) -> None:
-        timeout = httpx.Timeout(connect=deadlines.connect, read=None, write=60.0, pool=None)
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=32)
-        self._pools: dict[str, itertools.cycle[httpx.AsyncClient]] = {}
-        self._all: list[httpx.AsyncClient] = []
-        for provider in providers:
-            clients = [
-                httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False, verify=_tls())
-                for _ in range(_CLIENTS_PER_PROVIDER)
-            ]
-            self._all.extend(clients)
-            self._pools[provider.name] = itertools.cycle(clients)
+        self._pools = {p.name: Http1Pool(deadlines.connect, _tls()) for p in providers}
+        timeout = httpx.Timeout(connect=deadlines.connect, read=30.0, write=30.0, pool=None)
+        self.side = httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_tls())
 
-    def client(self, provider: Provider) -> httpx.AsyncClient:
-        return next(self._pools[provider.name])
+    def pool(self, provider: Provider) -> Http1Pool:
+        return self._pools[provider.name]
 
     async def aclose(self) -> None:
-        for client in self._all:
-            await client.aclose()
+        for pool in self._pools.values():
+            await pool.aclose()
+        await self.side.aclose()
 
 
 def upstream_request(request: Request, provider: Provider) -> tuple[Request, list[str]]:
@@ -117,13 +108,12 @@ def _message_of(body: bytes) -> str:
     return body[:300].decode("utf-8", "replace").strip()
 
 
-async def status_failure(response: httpx.Response, provider: Provider) -> TurnFailure:
+async def status_failure(response: Http1Response, provider: Provider) -> TurnFailure:
     """A non-2xx upstream answer as a failure; 408/409/429 and 5xx may succeed elsewhere."""
-    body = b""
-    async for chunk in response.aiter_raw():
-        body += chunk
-        if len(body) > _ERROR_BODY_LIMIT:
-            break
+    try:
+        body = await response.aread(_ERROR_BODY_LIMIT)
+    except Http1Error:
+        body = b""
     message = _message_of(body) or response.reason_phrase
     key = provider.api_key()
     if key:

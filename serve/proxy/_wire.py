@@ -19,8 +19,18 @@ def dumps(value: Any) -> str:
 
 
 def json_str(text: str) -> str:
-    """A JSON string literal for ``text`` (the hot path of every delta)."""
     return dumps(text)
+
+
+_LS, _PS = "\u2028".encode(), "\u2029".encode()
+
+
+def json_bytes(text: str) -> bytes:
+    """A JSON string literal for ``text`` as bytes: the hot path of every delta."""
+    data = orjson.dumps(text)
+    if _LS in data or _PS in data:
+        data = data.replace(_LS, b"\\u2028").replace(_PS, b"\\u2029")
+    return data
 
 
 def sse_event(name: str, payload: str) -> bytes:

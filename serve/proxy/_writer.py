@@ -3,8 +3,10 @@
 The reader pushes bytes and goes on reading; the writer sends whatever has piled up when it
 gets the loop. Upstream events that arrived together (one network read holds many HTTP chunks,
 and httpx yields them one by one without suspending) therefore leave in one ``send`` instead of
-one syscall each, while a trickling upstream still gets every event out at once: batching costs
-no added latency. Keepalives go through the same queue, so frames never interleave.
+one syscall each, while a trickling upstream still gets every event out at once. A reader that
+never waits (an upstream faster than the proxy) yields at the first bytes and every 32 KiB, so
+batching does not delay the first token. Keepalives go through the same queue, so frames never
+interleave.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from starlette.types import Send
 
 # Above this many unsent bytes (a slow client), the reader waits for the writer.
 HIGH_WATER = 1 << 20
+# A reader that never has to wait (the upstream is faster than us) yields to the writer at the
+# first bytes (time to first token) and then every this many bytes.
+FLUSH_AT = 1 << 15
 
 
 class StreamWriter:
@@ -46,16 +51,23 @@ class StreamWriter:
     def idle(self) -> bool:
         return not self._pending
 
-    def push(self, data: bytes) -> None:
+    def push(self, data: bytes) -> bool:
+        """Queue ``data``; True when the caller should yield so the writer sends now."""
         if data:
             self._pending.append(data)
             self._size += len(data)
+        self._wake.set()
         if self._task is None:
             self._task = self._loop.create_task(self._run())
-        self._wake.set()
+            return True
+        return self._size >= FLUSH_AT
+
+    @property
+    def pressing(self) -> bool:
+        return self._size > HIGH_WATER and not self.gone
 
     async def backpressure(self) -> None:
-        if self._size > HIGH_WATER and not self.gone:
+        if self.pressing:
             self._drained.clear()
             await self._drained.wait()
 
