@@ -1,4 +1,4 @@
-"""``solver serve recipes|command|up|supervise|check|bench``: SGLang for self-hosted GLM.
+"""``solver serve recipes|command|validate|up|supervise|check|bench``: SGLang for GLM.
 
 Exit codes: 0 ok; 1 a check or benchmark failed; 2 bad option, recipe override or a recipe
 that fails validation; 3 the endpoint could not be reached or the server kept failing;
@@ -268,7 +268,7 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 @click.option("--repeats", type=click.IntRange(2, 50), default=3, show_default=True)
 @click.option("--batch-sizes", default="4,8", show_default=True)
 @click.option("--chain-steps", type=click.IntRange(10, 5000), default=300, show_default=True)
-@click.option("--max-tokens", type=click.IntRange(256), default=32768, show_default=True)
+@click.option("--max-tokens", type=click.IntRange(16), default=32768, show_default=True)
 @click.option("--context-length", type=click.IntRange(512), default=None,
               help="Override the served context length the recall probes scale to.")  # fmt: skip
 @click.option("--model", default=None, help="Model name (default: the first of /v1/models).")
@@ -397,3 +397,41 @@ def bench_command(
         click.echo(render_table(results))
     if any(level.failed for level in results):
         sys.exit(1)
+
+
+@group.command("validate", context_settings={"ignore_unknown_options": True})
+@click.option("--version", "version", default=None,
+              help="Version whose option table to use (default: the newest).")  # fmt: skip
+@click.option("--router", is_flag=True, help="Check sglang_router.launch_router options.")
+@click.option("--model", default="", help="Model path, for model-specific rules (GLM parsers).")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@reports_errors
+def validate_command(version: str | None, router: bool, model: str, args: tuple[str, ...]) -> None:
+    """Check any SGLang command line: solver serve validate [--version V] -- --tp-size 8 ..."""
+    from serve.option_table import available_versions
+    from serve.validate import errors_of, validate_args
+    from solver.errors import ConfigError, NotFound
+
+    tool = "sglang-router" if router else "sglang"
+    versions = available_versions(tool)
+    if not versions:
+        raise NotFound(f"no {tool} option tables")
+    chosen = version or versions[-1]
+    args_list = list(args)
+    # accept a pasted launcher: python -m sglang.launch_server / sglang serve
+    launchers = (
+        ["python3", "-m", "sglang.launch_server"],
+        ["python", "-m", "sglang.launch_server"],
+        ["sglang", "serve"],
+        ["python3", "-m", "sglang_router.launch_router"],
+    )
+    for launcher in launchers:
+        if args_list[: len(launcher)] == launcher:
+            args_list = args_list[len(launcher) :]
+    findings = validate_args(args_list, chosen, tool=tool, model=model)
+    for finding in findings:
+        click.echo(finding.line())
+    errors = errors_of(findings)
+    if errors:
+        raise ConfigError(f"{len(errors)} error(s) against {tool} {chosen}")
+    click.echo(f"ok: {tool} {chosen} accepts it ({len(findings)} warning(s))")

@@ -76,3 +76,16 @@ def test_check_exit_codes_and_baseline(tmp_path: Path) -> None:
 def test_check_bad_batch_sizes() -> None:
     code, _, err = invoke("check", "--endpoint", "http://127.0.0.1:9", "--batch-sizes", "a,b")
     assert code == 2 and "--batch-sizes" in err
+
+
+def test_validate_any_command_line() -> None:
+    code, out, err = invoke(
+        "validate", "--version", "0.5.23", "--model", "zai-org/GLM-5.2-FP8", "--",
+        "python3", "-m", "sglang.launch_server", "--tp", "8", "--enable-dsa-cache-layer-split",
+        "--tool-call-parser", "glm47", "--reasoning-parser", "glm45",
+    )  # fmt: skip
+    assert code == 2
+    assert "PD prefill" in out and "abbreviation of --tp-size" in out
+    assert "1 error(s) against sglang 0.5.23" in err
+    code, out, _ = invoke("validate", "--router", "--", "--worker-urls", "http://127.0.0.1:30000")
+    assert code == 0 and "ok: sglang-router 0.3.2" in out
