@@ -236,7 +236,8 @@ class _Suite:
         return ProbeResult("arithmetic-chain", "pass" if ok else "fail", summary, numbers)
 
     async def recall(self, context: int | None) -> list[ProbeResult]:
-        depths = P.recall_depths(context, self.options.recall_answer_tokens)
+        budget = min(self.options.recall_answer_tokens, self.options.max_tokens)
+        depths = P.recall_depths(context, budget)
         labels = ("recall-1k", "recall-32k", "recall-128k")
         out: list[ProbeResult] = []
         for index, label in enumerate(labels):
@@ -244,9 +245,7 @@ class _Suite:
                 out.append(ProbeResult(label, "skip", f"served context {context} is too short"))
                 continue
             item = P.recall_item(depths[index], seed=index + 1)
-            result = await self.ask(
-                label, item.prompt, max_tokens=self.options.recall_answer_tokens, thinking=False
-            )
+            result = await self.ask(label, item.prompt, max_tokens=budget, thinking=False)
             numbers = {"depth_tokens": item.depth_tokens, "prompt_chars": len(item.prompt)}
             if result.usage and isinstance(result.usage.get("prompt_tokens"), int):
                 numbers["prompt_tokens"] = result.usage["prompt_tokens"]
