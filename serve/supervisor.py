@@ -50,7 +50,8 @@ class Policy:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    # started, ready, exited, unresponsive, restarting, deep-ok, deep-slow, stopped, gave-up
+    # started, ready, exited, unresponsive, restarting, deep-ok, deep-slow, deep-unsupported,
+    # stopped, gave-up
     kind: str
     detail: dict[str, Any] = field(default_factory=dict)
     at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
@@ -280,6 +281,9 @@ class Supervisor:
                 except httpx.HTTPError as exc:
                     status = type(exc).__name__
                 took = round(time.monotonic() - started, 3)
+                if status == 404:  # not SGLang (llama.cpp, vLLM): no generation probe to run
+                    self._emit("deep-unsupported", path="/health_generate")
+                    return
                 kind = "deep-ok" if status == 200 else "deep-slow"
                 # logged only: a generation probe fails a server busy with a long prefill
                 self._emit(kind, status=status, took_s=took)

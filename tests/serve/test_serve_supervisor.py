@@ -212,3 +212,20 @@ def test_ctrl_c_stops_server_and_its_children(tmp_path: Path) -> None:
     assert not descriptor.exists()
     events = (state / "olympiad-solver" / "serve" / "custom.events.jsonl").read_text()
     assert '"event": "ready"' in events and '"event": "stopped"' in events
+
+
+def test_server_without_deep_probe_is_logged_once(tmp_path: Path) -> None:
+    """A non-SGLang server (404 on /health_generate) is not 'slow' forever: logged once."""
+    from tests.fakes.fake_endpoint import FakeEndpoint, Reply
+
+    with FakeEndpoint(lambda request: Reply(text="x")) as fake:
+        argv = [sys.executable, "-c", "import time; time.sleep(60)"]
+        sup = Supervisor(argv, fake.url, policy=replace(FAST, deep_interval=0.05))
+        run = Running(sup)
+        try:
+            wait_for(lambda: run.count("deep-unsupported") == 1, "the deep probe to give up")
+            time.sleep(0.3)  # several more deep intervals pass: still one event, no restart
+            assert run.count("deep-unsupported") == 1 and run.count("deep-slow") == 0
+            assert sup.restarts == 0
+        finally:
+            run.stop()
