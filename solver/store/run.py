@@ -57,7 +57,7 @@ MANIFEST_NAME = "MANIFEST.json"
 JOURNAL_NAME = "journal.jsonl"
 ATTESTATION_NAME = "attestation.intoto.jsonl"
 _FINAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_QUARANTINE_NAME = re.compile(r"journal\.jsonl\.(\d+)\.tail")
+_QUARANTINE_NAME = re.compile(r"journal\.jsonl\.(\d+)(?:\.\d+)?\.tail")
 
 
 def _durable_sync(fd: int) -> None:
@@ -181,6 +181,15 @@ class RunStore:
         return store
 
     def _start(self, journal: bytes) -> None:
+        try:
+            self._resume_journal(journal)
+        except BaseException:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            raise
+
+    def _resume_journal(self, journal: bytes) -> None:
         for directory in (
             self.run_dir,
             self.run_dir / "seals",
@@ -220,7 +229,13 @@ class RunStore:
         """Move an incomplete last line to quarantine/, cut it off, and record both."""
         quarantine = self.run_dir / "quarantine"
         quarantine.mkdir(exist_ok=True)
+        # The same offset can tear twice (a crash while appending the recovery record);
+        # quarantined bytes are never overwritten, so the second one gets its own name.
         name = f"quarantine/journal.jsonl.{torn.offset}.tail"
+        extra = 1
+        while (self.run_dir / name).exists() and (self.run_dir / name).read_bytes() != torn.data:
+            name = f"quarantine/journal.jsonl.{torn.offset}.{extra}.tail"
+            extra += 1
         write_atomic(self.run_dir / name, torn.data)
         crash_point("repair.quarantined")
         assert self._fd is not None

@@ -142,3 +142,22 @@ def test_torn_write_in_a_fresh_interpreter_is_repaired(tmp_path: Path, keys: Key
     assert (
         warned and warned[0].where == f"quarantine/journal.jsonl.{len(b''.join(before[:-1]))}.tail"
     )
+
+
+def test_a_second_tear_at_the_same_offset_keeps_both_tails(tmp_path: Path, keys: Keys) -> None:
+    """Killed while appending the recovery record: the journal tears again at the offset it
+    was just cut to. Both torn tails stay in quarantine under their own names."""
+    run_dir = _torn_run(tmp_path, keys)
+    first_tail = (run_dir / "journal.jsonl").read_bytes().rsplit(b"\n", 1)[1]
+
+    def repair() -> None:
+        RunStore.open(run_dir, signing_key=keys.private).close()
+
+    assert in_killable_child("journal.torn", 1, repair) == signal.SIGKILL
+    reopen_and_audit(run_dir, keys)
+    tails = sorted(p.name for p in (run_dir / "quarantine").iterdir())
+    assert len(tails) == 2 and tails[0].endswith(".1.tail")
+    assert first_tail in [(run_dir / "quarantine" / name).read_bytes() for name in tails]
+    with RunStore.open(run_dir) as store:
+        logged = {r.data["file"] for r in store.records() if r.type == "recovery.tail_truncated"}
+    assert logged == {f"quarantine/{name}" for name in tails}

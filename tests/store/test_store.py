@@ -411,3 +411,16 @@ def test_records_beyond_what_orjson_reads_still_parse(tmp_path: Path) -> None:
     records = list(RunReader(tmp_path / "run").records())
     assert records[1].data["n"] == 2**80
     assert audit_store(tmp_path / "run").ok
+
+
+def test_a_failed_reopen_releases_everything(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    RunStore.create(run_dir, MANIFEST).close()
+    with (run_dir / "journal.jsonl").open("ab") as handle:
+        handle.write(b'{"torn')
+    (run_dir / "quarantine").write_text("in the way")  # the repair cannot create its folder
+    with pytest.raises(FileExistsError):
+        RunStore.open(run_dir)
+    assert RunReader(run_dir).lock_holder() is None
+    (run_dir / "quarantine").unlink()
+    RunStore.open(run_dir).close()
