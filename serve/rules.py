@@ -35,6 +35,8 @@ def server_rules(parsed: ParsedArgs, *, model: str, version: str, process: str) 
     found: list[Finding] = []
 
     def error(rule: str, option: str, message: str) -> None:
+        if version not in message:  # every error names the version it was checked against
+            message += f" (SGLang {version})"
         found.append(Finding("error", rule, option, message, process))
 
     def warning(rule: str, option: str, message: str) -> None:
