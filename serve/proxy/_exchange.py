@@ -46,6 +46,7 @@ class _Abort(Exception):
 
 
 _draining: set[asyncio.Task[None]] = set()
+_FIRST_SLICE = 1024
 
 
 async def _drain(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
@@ -260,11 +261,14 @@ class Exchange:
                     async for raw in chunks:
                         self._last_read = self._loop.time()
                         self._first_read = True
-                        events = decoder.feed(raw)
-                        if events and self._deliver(events, turn):
-                            await asyncio.sleep(0)  # let the writer send (see _writer)
-                            if self._writer.pressing:  # a slow client: stop reading upstream
-                                await self._writer.backpressure()
+                        if not turn.output_started and len(raw) > _FIRST_SLICE:
+                            await self._first_output(raw, decoder, turn)
+                        else:
+                            events = decoder.feed(raw)
+                            if events and self._deliver(events, turn):
+                                await asyncio.sleep(0)  # let the writer send (see _writer)
+                                if self._writer.pressing:  # a slow client: stop reading
+                                    await self._writer.backpressure()
                         if decoder.finished:
                             _drain_later(response, chunks)
                             response = None
@@ -290,6 +294,17 @@ class Exchange:
                 await response.aclose()
             self._cases.update(decoder.cases)
         return turn.end()
+
+    async def _first_output(self, raw: bytes, decoder: StreamDecoder, turn: TurnState) -> None:
+        """A big read before any output (an upstream that sends a burst): decode it in slices
+        so the first token leaves before the rest of the burst is decoded."""
+        start = 0
+        while start < len(raw) and not decoder.finished:
+            end = start + _FIRST_SLICE if not turn.output_started else len(raw)
+            events = decoder.feed(raw[start:end])
+            start = end
+            if events and self._deliver(events, turn):
+                await asyncio.sleep(0)
 
     def _deliver(self, events: list[StreamEvent], turn: TurnState) -> bool:
         """Fold events into the turn and queue the bytes for the client (never waits). True

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+import orjson
+
 from solver.llm.events import ImagePart, Message, Part, Request, TextPart, ToolSpec
 
 # A front that omits a token limit still gets a generous one: GLM reasoning spends thousands of
@@ -48,8 +50,8 @@ def load_object(body: bytes) -> dict[str, Any]:
     if len(body) > MAX_BODY_BYTES:
         raise FrontError(413, f"request body is larger than {MAX_BODY_BYTES} bytes", "too_large")
     try:
-        value = json.loads(body)
-    except (ValueError, RecursionError) as exc:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
         fail(f"request body is not valid JSON: {exc}")
     if not isinstance(value, dict):
         fail("request body must be a JSON object")

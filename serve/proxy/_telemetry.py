@@ -10,6 +10,7 @@ from __future__ import annotations
 import queue
 import sqlite3
 import threading
+import time
 from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ class RequestRecord:
     request_body: bytes | None = field(default=None, repr=False)
 
 
+BATCH_SECONDS = 0.25
 _COLUMNS = [f.name for f in fields(RequestRecord)]
 _INSERT = (
     f"INSERT OR REPLACE INTO requests ({', '.join(_COLUMNS)}) "
@@ -113,11 +115,15 @@ class TelemetryWriter:
             while True:
                 item = self._queue.get()
                 batch = [item]
-                while True:
+                # gather for a moment: one transaction per batch, not per request, keeps this
+                # thread (and its share of the GIL) off the streaming path
+                stop = time.monotonic() + BATCH_SECONDS
+                while item is not None and (left := stop - time.monotonic()) > 0:
                     try:
-                        batch.append(self._queue.get_nowait())
+                        item = self._queue.get(timeout=left)
                     except queue.Empty:
                         break
+                    batch.append(item)
                 rows = [astuple(r) for r in batch if r is not None]
                 if rows:
                     with db:
