@@ -1,0 +1,103 @@
+"""What reaches the upstream: images, tool history, Codex custom tools, forced tool choice,
+reasoning toggles; and what comes back for a custom (freeform) tool call."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.fakes.fake_endpoint import Reply
+from tests.proxy.helpers import anthropic_client, openai_client, proxied
+
+PIXEL = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5Er"
+    "kJggg=="
+)
+
+
+def _sent(fake: Any) -> dict[str, Any]:
+    return json.loads(fake.requests[-1].body)
+
+
+def test_anthropic_history_with_images_tools_and_thinking_reaches_a_chat_upstream() -> None:
+    with proxied(lambda _: Reply(text="ok"), "chat") as (fake, proxy):
+        anthropic_client(proxy).messages.create(
+            model="claude-x", max_tokens=100, system="be brief",
+            thinking={"type": "enabled", "budget_tokens": 2048},
+            tools=[{"name": "look", "input_schema": {"type": "object"}}],
+            tool_choice={"type": "tool", "name": "look"},
+            messages=[
+                {"role": "user", "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                 "data": PIXEL}},
+                    {"type": "text", "text": "what is this?"}]},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "I should look.", "signature": "sig"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "look", "input": {"z": 1}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                        {"type": "text", "text": "a pixel"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                     "data": PIXEL}}]}]},
+            ],
+        )  # fmt: skip
+        body = _sent(fake)
+    messages = body["messages"]
+    assert messages[0] == {"role": "system", "content": "be brief"}
+    assert messages[1]["content"][0]["image_url"]["url"] == f"data:image/png;base64,{PIXEL}"
+    assert messages[2]["reasoning_content"] == "I should look."
+    assert messages[2]["tool_calls"][0]["function"] == {"name": "look", "arguments": '{"z":1}'}
+    assert messages[3] == {"role": "tool", "tool_call_id": "toolu_1", "content": "a pixel"}
+    assert messages[4]["role"] == "user" and "image_url" in json.dumps(messages[4])
+    assert body["tool_choice"] == "required" and [t["function"]["name"] for t in body["tools"]] \
+        == ["look"]  # fmt: skip
+    assert body["chat_template_kwargs"] == {"enable_thinking": True}
+    assert body["max_tokens"] == 100 and body["stream"] is True
+
+
+def test_codex_custom_tool_round_trip() -> None:
+    patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch\n"
+    reply = Reply(
+        tool_calls=[("call_p", "apply_patch", json.dumps({"input": patch}))],
+        finish_reason="tool_calls",
+    )
+    with proxied(lambda _: reply, "chat") as (fake, proxy):
+        client = openai_client(proxy)
+        tools: Any = [{"type": "custom", "name": "apply_patch", "description": "edit files"}]
+        history: Any = [
+            {"role": "developer", "content": "you are codex"},
+            {"role": "user", "content": "add a file"},
+            {"type": "reasoning", "id": "rs_1", "summary": [
+                {"type": "summary_text", "text": "plan"}]},
+            {"type": "custom_tool_call", "call_id": "call_0", "name": "apply_patch",
+             "input": "*** Begin Patch\n*** End Patch\n"},
+            {"type": "custom_tool_call_output", "call_id": "call_0", "output": "done"},
+        ]  # fmt: skip
+        with client.responses.stream(model="glm", input=history, tools=tools) as stream:
+            for _ in stream:
+                pass
+            final = stream.get_final_response()
+        sent = _sent(fake)
+        response = client.responses.create(model="glm", input="again", tools=tools)
+    calls = [item for item in final.output if item.type == "custom_tool_call"]
+    assert len(calls) == 1 and calls[0].input == patch and calls[0].call_id == "call_p"
+    assert [i.type for i in response.output] == ["custom_tool_call"]
+    assert sent["tools"][0]["function"]["parameters"]["required"] == ["input"]
+    assistant = sent["messages"][2]
+    assert assistant["reasoning_content"] == "plan"
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {
+        "input": "*** Begin Patch\n*** End Patch\n"
+    }
+    assert sent["messages"][3] == {"role": "tool", "tool_call_id": "call_0", "content": "done"}
+
+
+def test_chat_front_reasoning_effort_and_stop_reach_the_upstream() -> None:
+    with proxied(lambda _: Reply(text="ok"), "chat") as (fake, proxy):
+        openai_client(proxy).chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "hi"}], reasoning_effort="none",
+            stop=["END"], seed=7, temperature=0.2,
+        )  # fmt: skip
+        body = _sent(fake)
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert body["stop"] == ["END"] and body["seed"] == 7 and body["temperature"] == 0.2
+    assert body["max_tokens"] >= 4096  # a generous default when the client sets none (E23)
