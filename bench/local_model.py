@@ -93,6 +93,7 @@ def main() -> int:
                     context_length=2048,
                     threads=threads,
                     extra_args=extra,
+                    die_with_parent=True,
                 )
                 samples[name].start_s = time.perf_counter() - started
             for name in names:  # warm-up: page in the model, allocate buffers

@@ -8,13 +8,14 @@ state (the endpoint descriptor, ``solver local up|down|status``), and the test f
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,10 +120,15 @@ def start_server(
     threads: int | None = None,
     ready_timeout_s: float = READY_TIMEOUT_S,
     extra_args: Sequence[str] = (),
+    die_with_parent: bool = False,
 ) -> ServerProcess:
     """Start llama-server detached (own session, output to ``log_path``) and wait until
     ``/health`` answers ok. With ``port=None`` a free port is picked, and picked again if
-    another process takes it between the probe and the server's bind."""
+    another process takes it between the probe and the server's bind.
+
+    ``die_with_parent`` (Linux) has the kernel stop the server when the calling thread's
+    process dies, however it dies: a killed test run leaves no server behind. `solver local
+    up` leaves it off, since its server must outlive the command."""
     attempts = 1 if port is not None else 3
     last_error: EndpointUnavailable | None = None
     for _ in range(attempts):
@@ -131,9 +137,16 @@ def start_server(
             argv = server_argv(
                 binary, gguf, chosen, context_length, threads or default_threads(), HOST, extra_args
             )
-            return _start_once(
-                argv, binary, gguf, log_path, chosen, context_length, ready_timeout_s
+            server = ServerProcess(
+                pid=0,
+                port=chosen,
+                context_length=context_length,
+                model=MODEL_ALIAS,
+                binary=binary,
+                gguf=gguf,
+                log_path=log_path,
             )
+            return _start_once(argv, server, ready_timeout_s, die_with_parent)
         except _ExitedEarly as exc:
             last_error = EndpointUnavailable(str(exc))
     assert last_error is not None
@@ -145,14 +158,9 @@ class _ExitedEarly(Exception):
 
 
 def _start_once(
-    argv: list[str],
-    binary: Path,
-    gguf: Path,
-    log_path: Path,
-    port: int,
-    context_length: int,
-    ready_timeout_s: float,
+    argv: list[str], planned: ServerProcess, ready_timeout_s: float, die_with_parent: bool
 ) -> ServerProcess:
+    log_path = planned.log_path
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
         log.write(
@@ -168,19 +176,12 @@ def _start_once(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # survives the CLI; stopped as a process group
                 close_fds=True,
+                preexec_fn=_terminate_with_parent if die_with_parent else None,
             )
         except OSError as exc:
-            raise EndpointUnavailable(f"cannot start {binary}: {exc.strerror}") from None
+            raise EndpointUnavailable(f"cannot start {planned.binary}: {exc.strerror}") from None
     _children[process.pid] = process
-    server = ServerProcess(
-        pid=process.pid,
-        port=port,
-        context_length=context_length,
-        model=MODEL_ALIAS,
-        binary=binary,
-        gguf=gguf,
-        log_path=log_path,
-    )
+    server = replace(planned, pid=process.pid)
     deadline = time.monotonic() + ready_timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -196,6 +197,16 @@ def _start_once(
     raise EndpointUnavailable(
         f"llama-server was not ready after {ready_timeout_s:.0f} s (log: {log_path})"
     )
+
+
+def _terminate_with_parent() -> None:
+    """In the child before exec: ask for SIGTERM when the parent dies (prctl
+    PR_SET_PDEATHSIG). Without Linux's prctl the server simply outlives its parent."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # 1 == PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def last_log_line(log_path: Path) -> str:
@@ -240,8 +251,9 @@ def is_running(pid: int, binary: Path | None = None) -> bool:
         if state in ("Z", "X"):
             return False
         if binary is not None:
-            argv0 = (proc / "cmdline").read_bytes().split(b"\0", 1)[0].decode(errors="replace")
-            return Path(argv0).name == binary.name
+            # argv[0], or argv[1] when the binary is a script run by its interpreter
+            argv = (proc / "cmdline").read_bytes().split(b"\0")[:2]
+            return binary.name in {Path(arg.decode(errors="replace")).name for arg in argv}
     except (OSError, IndexError):
         return False
     return True

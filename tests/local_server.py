@@ -57,7 +57,11 @@ def _start(log_dir: Path) -> ServerProcess:
     assert build is not None and gguf is not None
     try:
         return start_server(
-            build.binary, gguf, log_dir / "llama-server.log", context_length=TEST_CONTEXT
+            build.binary,
+            gguf,
+            log_dir / "llama-server.log",
+            context_length=TEST_CONTEXT,
+            die_with_parent=True,  # a killed test run leaves no server behind
         )
     except Exception as exc:
         pytest.fail(f"the local llama-server did not start: {exc}", pytrace=False)

