@@ -224,4 +224,6 @@ def test_die_with_parent_stops_the_server_when_its_starter_is_killed(
             time.sleep(0.05)
         assert is_running(server_pid) is not die_with_parent
     finally:
+        starter.kill()
+        starter.wait()
         stop_server(server_pid)
