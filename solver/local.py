@@ -42,7 +42,7 @@ from solver.endpoint_file import (
     write_descriptor,
 )
 from solver.errors import ConfigError, NotFound, SolverError
-from solver.local_build import ServerBuild, ensure_server, find_server
+from solver.local_build import ServerBuild, ensure_server, exclusive, find_server
 from solver.local_server import (
     DEFAULT_CONTEXT,
     MODEL_ALIAS,
@@ -234,6 +234,13 @@ def up(
     Raises :class:`~solver.errors.NotFound` (exit 6) when ``solver local install`` has not run,
     :class:`~solver.errors.EndpointUnavailable` (exit 3) when the server does not come up.
     """
+    with exclusive(local_state_dir() / ".lock"):  # two `up`s at once start one server
+        return _up_locked(port, context_length, threads, progress)
+
+
+def _up_locked(
+    port: int | None, context_length: int, threads: int | None, progress: Progress
+) -> EndpointDescriptor:
     running = _running_record()
     if running is not None and is_healthy(running.base_url.removesuffix("/v1")):
         if port is None or port == running.port:
@@ -286,6 +293,11 @@ def up(
 
 def down(progress: Progress = _silent) -> bool:
     """Stop the local server; returns whether one was running. Idempotent."""
+    with exclusive(local_state_dir() / ".lock"):
+        return _down_locked(progress)
+
+
+def _down_locked(progress: Progress) -> bool:
     record = read_record()
     if record is None:
         progress("no local server is running")

@@ -146,7 +146,8 @@ def ensure_server(progress: Progress = _silent, jobs: int | None = None) -> Serv
         return found
     target = build_dir()
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target.parent / f".{target.name}.lock", progress):
+    waiting = "another process is building llama-server; waiting for it"
+    with exclusive(target.parent / f".{target.name}.lock", lambda: progress(waiting)):
         found = find_server()
         if found is not None and _runs(found.binary):
             return found
@@ -154,12 +155,15 @@ def ensure_server(progress: Progress = _silent, jobs: int | None = None) -> Serv
 
 
 @contextmanager
-def _exclusive(lock_path: Path, progress: Progress) -> Iterator[None]:
+def exclusive(lock_path: Path, on_wait: Callable[[], None] = lambda: None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` (created if missing) for the block;
+    ``on_wait`` runs once if another holder makes this one wait."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a+b") as lock_file:
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            progress("another process is building llama-server; waiting for it")
+            on_wait()
             fcntl.flock(lock_file, fcntl.LOCK_EX)
         try:
             yield

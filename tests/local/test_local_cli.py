@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -138,3 +139,10 @@ def test_solver_resolves_the_local_descriptor_and_the_client_sees_its_context(
     models, context = asyncio.run(probe())
     assert models == ("smollm2-135m",)
     assert context == 2048
+
+
+def test_two_ups_at_once_start_one_server(state: Path) -> None:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda _: local.up(context_length=2048), range(2)))
+    assert results[0].pid == results[1].pid
+    assert results[0].base_url == results[1].base_url
