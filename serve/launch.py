@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,18 +55,61 @@ def pick_process(deployment: Deployment, label: str | None) -> ProcessCommand:
     )
 
 
+def installed_version(python: str, distribution: str) -> str | None:
+    """The version of ``distribution`` installed for the interpreter ``python``, or None.
+
+    Reads package metadata only (no import of sglang, which takes seconds and needs torch)."""
+    code = (
+        "import sys\nfrom importlib.metadata import PackageNotFoundError, version\n"
+        "try:\n    print(version(sys.argv[1]))\nexcept PackageNotFoundError:\n    pass\n"
+    )
+    try:
+        done = subprocess.run(
+            [python, "-c", code, distribution], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() or None
+
+
+def check_installed(deployment: Deployment, process: ProcessCommand) -> None:
+    """The interpreter the argv names must carry the version the recipe pins: a flag table of
+    one release says nothing about another (flags drift between minor releases)."""
+    recipe = deployment.recipe
+    if process.role == "router":
+        distribution, pinned = "sglang-router", recipe.router_version
+    else:
+        distribution, pinned = "sglang", recipe.sglang_version
+    python = process.argv[0]
+    found = installed_version(python, distribution)
+    if found is None:
+        raise InputError(
+            f"{distribution} is not installed for {python}; install {distribution}=={pinned} "
+            f"or run the pinned image with --container"
+        )
+    if pinned is not None and found != pinned:
+        raise InputError(
+            f"{python} has {distribution} {found} but recipe {recipe.name} is validated for "
+            f"{pinned}; install {distribution}=={pinned}, use --container, or pass "
+            "--allow-version-mismatch"
+        )
+
+
 def plan_recipe(
     deployment: Deployment,
     process: ProcessCommand,
     *,
     container: bool = False,
     api_key_env: str | None = None,
+    check_version: bool = True,
 ) -> LaunchPlan:
     """Validate the deployment and build the command for one of its processes."""
     errors = errors_of(validate_deployment(deployment))
     if errors:
         lines = "; ".join(e.line() for e in errors)
         raise ConfigError(f"recipe {deployment.recipe.name} fails validation: {lines}")
+    if check_version and not container:
+        check_installed(deployment, process)
     argv = list(process.container_argv if container else process.argv)
     secret = None
     if api_key_env:

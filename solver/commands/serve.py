@@ -155,6 +155,8 @@ def _with_supervise_options(func: Any) -> Any:
               "the argv directly.")  # fmt: skip
 @click.option("--api-key-env", default=None, metavar="NAME", help="Environment variable "
               "holding the server's API key (never written to logs).")  # fmt: skip
+@click.option("--allow-version-mismatch", is_flag=True, help="Start even when the installed "
+              "SGLang is not the version the recipe pins.")  # fmt: skip
 @_with_supervise_options
 @reports_errors
 def up_command(
@@ -163,6 +165,7 @@ def up_command(
     process_label: str | None,
     container: bool,
     api_key_env: str | None,
+    allow_version_mismatch: bool,
     startup_timeout: float,
     liveness_interval: float,
 ) -> None:
@@ -172,7 +175,13 @@ def up_command(
 
     deployment = render(load_recipe(recipe), list(overrides))
     process = pick_process(deployment, process_label)
-    plan = plan_recipe(deployment, process, container=container, api_key_env=api_key_env)
+    plan = plan_recipe(
+        deployment,
+        process,
+        container=container,
+        api_key_env=api_key_env,
+        check_version=not allow_version_mismatch,
+    )
     supervisor = run_plan(
         plan,
         source=f"serve:{recipe}",

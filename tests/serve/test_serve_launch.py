@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
 
-from serve.launch import pick_process, plan_recipe
+from serve.launch import check_installed, installed_version, pick_process, plan_recipe
 from serve.recipe import load_recipe, render
 from solver.errors import ConfigError, InputError
 
@@ -12,7 +17,8 @@ from solver.errors import ConfigError, InputError
 def test_api_key_is_passed_but_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GLM_KEY", "sk-very-secret")
     deployment = render(load_recipe("glm52-fp8-h200"))
-    plan = plan_recipe(deployment, pick_process(deployment, None), api_key_env="GLM_KEY")
+    process = pick_process(deployment, None)
+    plan = plan_recipe(deployment, process, api_key_env="GLM_KEY", check_version=False)
     assert plan.argv[-2:] == ("--api-key", "sk-very-secret")
     assert "sk-very-secret" not in " ".join(plan.printable_argv())
     assert plan.writes_descriptor and plan.url == "http://127.0.0.1:30000"
@@ -23,7 +29,9 @@ def test_empty_key_variable_is_an_input_error(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("NO_SUCH_KEY", raising=False)
     deployment = render(load_recipe("glm52-fp8-h200"))
     with pytest.raises(InputError, match="NO_SUCH_KEY"):
-        plan_recipe(deployment, deployment.processes[0], api_key_env="NO_SUCH_KEY")
+        plan_recipe(
+            deployment, deployment.processes[0], api_key_env="NO_SUCH_KEY", check_version=False
+        )
 
 
 def test_a_recipe_that_fails_validation_never_starts() -> None:
@@ -38,7 +46,42 @@ def test_container_plan_and_process_choice() -> None:
     plan = plan_recipe(deployment, router, container=True)
     assert plan.argv[:2] == ("docker", "run") and plan.env == {}
     assert plan.writes_descriptor  # the router is what clients talk to
-    prefill = plan_recipe(deployment, pick_process(deployment, "prefill"))
+    prefill = plan_recipe(deployment, pick_process(deployment, "prefill"), check_version=False)
     assert not prefill.writes_descriptor
     with pytest.raises(InputError, match="no process"):
         pick_process(deployment, "nope")
+
+
+def test_installed_version_reads_metadata_of_the_named_interpreter() -> None:
+    import httpx
+
+    assert installed_version(sys.executable, "httpx") == httpx.__version__
+    assert installed_version(sys.executable, "no-such-distribution-x") is None
+    assert installed_version("/nonexistent/python3", "httpx") is None
+
+
+def fake_python(tmp_path: Path, prints: str) -> str:
+    """An 'interpreter' that answers the metadata query with a fixed version."""
+    script = tmp_path / "python3"
+    script.write_text(f"#!/bin/sh\necho {prints}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_start_refuses_another_sglang_version(tmp_path: Path) -> None:
+    deployment = render(load_recipe("glm52-fp8-h200"))
+    process = deployment.processes[0]
+    moved = dataclasses.replace(process, argv=(fake_python(tmp_path, "0.5.1"), *process.argv[1:]))
+    with pytest.raises(InputError, match=r"has sglang 0\.5\.1 but .* validated for 0\.5\.23"):
+        check_installed(deployment, moved)
+    same = dataclasses.replace(process, argv=(fake_python(tmp_path, "0.5.23"), *process.argv[1:]))
+    check_installed(deployment, same)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="sglang installed")
+def test_start_without_sglang_says_how_to_fix() -> None:
+    deployment = render(load_recipe("glm52-fp8-h200"))
+    process = deployment.processes[0]
+    here = dataclasses.replace(process, argv=(sys.executable, *process.argv[1:]))
+    with pytest.raises(InputError, match=r"not installed .* sglang==0\.5\.23 .* --container"):
+        plan_recipe(deployment, here)
