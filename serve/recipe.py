@@ -85,6 +85,8 @@ class Recipe(_Strict):
     sglang_version: str
     router_version: str | None = None
     image: str
+    # the oldest image with the fixes this deployment depends on (gfx950 Block-FP8 GEMM)
+    min_image: str | None = None
     image_note: str = ""
     status: str
     notes: list[str] = Field(default_factory=list)

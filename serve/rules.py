@@ -28,6 +28,10 @@ _CHAIN_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
 GFX950_FIXED_ROCM = 720
 GFX950_FIXED_DATE = 20260618
 GFX950_FIXED_IMAGE = "lmsysorg/sglang-rocm:v0.5.13.post1-rocm720-mi35x-20260618"
+# Environment variables SGLang stopped reading: (release that dropped it, what replaced it).
+REMOVED_ENV = {
+    "SGLANG_ENABLE_SPEC_V2": ("0.5.14", "speculative decoding always uses the V2 worker"),
+}
 _GLM_NEW_TOOL_FORMAT = re.compile(r"GLM-(4\.7|5)", re.IGNORECASE)
 
 
@@ -231,6 +235,18 @@ def deployment_rules(deployment: Deployment) -> list[Finding]:
                     f"the router does not route to {process.url} ({process.label})",
                 )
     for process in deployment.processes:
+        for name in process.env:
+            removed = REMOVED_ENV.get(name)
+            if removed and version_key(recipe.sglang_version) >= version_key(removed[0]):
+                found.append(
+                    Finding(
+                        "warning",
+                        "removed-env",
+                        name,
+                        f"ignored since SGLang {removed[0]} ({removed[1]})",
+                        recipe.name,
+                    )
+                )
         if "SGLANG_SIMULATE_ACC_LEN" in process.env:
             error(
                 "simulated-acceptance",
@@ -239,6 +255,13 @@ def deployment_rules(deployment: Deployment) -> list[Finding]:
             )
     if recipe.vendor == "amd" and recipe.gpu_arch == "gfx950":
         found += _gfx950_image_rule(recipe.image, recipe.name)
+        if recipe.min_image != GFX950_FIXED_IMAGE:
+            error(
+                "gfx950-min-image",
+                "min_image",
+                f"a gfx950 recipe must name {GFX950_FIXED_IMAGE} as its min_image (the first "
+                "image with the Block-FP8 GEMM fix, sglang#28685)",
+            )
     return found
 
 

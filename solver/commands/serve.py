@@ -72,6 +72,7 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool) -> N
             "recipe": recipe,
             "sglang_version": deployment.recipe.sglang_version,
             "image": deployment.recipe.image,
+            "min_image": deployment.recipe.min_image,
             "findings": [f.line() for f in findings],
             "processes": [
                 {
@@ -91,6 +92,8 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool) -> N
         click.echo(f"# {r.name}: {r.title}")
         click.echo(f"# hardware: {r.hardware}")
         click.echo(f"# SGLang {r.sglang_version}, image {r.image}")
+        if r.min_image:
+            click.echo(f"# oldest acceptable image: {r.min_image}")
         for p in deployment.processes:
             click.echo(f"\n## process {p.label} ({p.role}), serves {p.url}")
             click.echo("environment:")

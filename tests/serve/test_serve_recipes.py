@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from serve.option_table import available_versions, load_table
+from serve.recipe import EnvSpec, parse_recipe, recipe_names, render
 from serve.recipe import load_recipe as load
-from serve.recipe import parse_recipe, recipe_names, render
 from serve.validate import errors_of, validate_args, validate_deployment
 from solver.errors import ConfigError, InputError, NotFound
 
@@ -199,3 +199,21 @@ def test_unknown_recipe_and_bad_recipe_file() -> None:
             '[[process]]\n[[process.flag]]\nname="--tp-size"\nvalue="8"\n',
             "inline",
         )
+
+
+def test_gfx950_recipes_name_the_first_fixed_image() -> None:
+    for name in recipe_names():
+        recipe = load(name)
+        if recipe.gpu_arch == "gfx950":
+            assert recipe.min_image == "lmsysorg/sglang-rocm:v0.5.13.post1-rocm720-mi35x-20260618"
+    recipe = load("glm52-fp8-mi355x").model_copy(update={"min_image": None})
+    assert [e.rule for e in errors_of(validate_deployment(render(recipe)))] == ["gfx950-min-image"]
+
+
+def test_removed_environment_variable_is_flagged() -> None:
+    recipe = load("glm52-fp8-h200")
+    extra = EnvSpec(name="SGLANG_ENABLE_SPEC_V2", value="1", why="an old cookbook tip")
+    old_tip = recipe.model_copy(update={"env": [*recipe.env, extra]})
+    findings = validate_deployment(render(old_tip))
+    assert [(f.rule, f.severity) for f in findings] == [("removed-env", "warning")]
+    assert "0.5.14" in findings[0].message
