@@ -100,7 +100,8 @@ class _FakeProtocol(asyncio.Protocol):
             self.answer(head.split(" ", 2)[1], body)
 
     def answer(self, path: str, body: bytes) -> None:
-        write = self.transport.write
+        transport = self.transport
+        write = transport.write
         if path.endswith("/models"):
             data = b'{"object":"list","data":[{"id":"fake","object":"model"}]}'
             write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d"
@@ -109,6 +110,8 @@ class _FakeProtocol(asyncio.Protocol):
         if b'"stream":true' in body.replace(b" ", b""):
             write(self.stream_head)
             for frame in self.frames:  # one write per event, as a model server does
+                if transport.is_closing():
+                    return
                 write(frame)
             return
         write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d"
