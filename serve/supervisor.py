@@ -44,7 +44,8 @@ class Policy:
     deep_timeout: float = 120.0
     backoff_initial: float = 5.0
     backoff_max: float = 300.0
-    max_restarts: int = 20
+    max_restarts: int = 20  # consecutive failed restarts before giving up
+    reset_after: float = 600.0  # this long ready and healthy resets the failure series
     stop_grace: float = 30.0
 
 
@@ -133,25 +134,33 @@ class Supervisor:
 
     def _loop(self, client: httpx.Client) -> None:
         policy = self.policy
-        attempt = 0
+        failures = 0  # consecutive: drives the backoff and giving up; reset by a healthy spell
+        first = True
         while not self._stop.is_set():
-            if attempt:
-                if self.restarts >= policy.max_restarts:
-                    self._emit("gave-up", restarts=self.restarts)
+            if not first:
+                if failures > policy.max_restarts:
+                    self._emit("gave-up", restarts=self.restarts, consecutive=failures - 1)
                     raise EndpointUnavailable(
-                        f"server restarted {self.restarts} times and still fails; see the log"
+                        f"server failed {failures - 1} restarts in a row; see the log"
                     )
                 self.restarts += 1
-                delay = min(policy.backoff_initial * 2 ** (self.restarts - 1), policy.backoff_max)
+                delay = min(policy.backoff_initial * 2 ** (failures - 1), policy.backoff_max)
                 self._emit("restarting", restart=self.restarts, backoff_s=delay)
                 self._kill_tree()
                 if self._stop.wait(delay):
                     return
-            attempt += 1
+            first = False
             self._start()
             if not self._await_ready(client):
+                failures += 1
                 continue
+            ready_at = time.monotonic()
             self._supervise(client)
+            # a server that served well for a while before failing starts a fresh series: hours
+            # of sessions must not accumulate toward giving up or the longest backoff
+            if time.monotonic() - ready_at >= policy.reset_after:
+                failures = 0
+            failures += 1
 
     def _start(self) -> None:
         env = {**os.environ, **self.env}

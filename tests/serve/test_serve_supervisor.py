@@ -174,6 +174,9 @@ def test_gives_up_after_max_restarts(tmp_path: Path) -> None:
         sup.run()
     assert [e.kind for e in sup.events].count("exited") == 3
     assert sup.events[-1].kind == "stopped"
+    # consecutive failures double the backoff
+    backoffs = [e.detail["backoff_s"] for e in sup.events if e.kind == "restarting"]
+    assert backoffs == [FAST.backoff_initial, 2 * FAST.backoff_initial]
 
 
 def test_ctrl_c_stops_server_and_its_children(tmp_path: Path) -> None:
@@ -229,3 +232,21 @@ def test_server_without_deep_probe_is_logged_once(tmp_path: Path) -> None:
             assert sup.restarts == 0
         finally:
             run.stop()
+
+
+def test_a_healthy_spell_resets_backoff_and_the_give_up_count(
+    start: Callable[..., Running],
+) -> None:
+    run = start(policy=replace(FAST, max_restarts=1, reset_after=0.3))
+    for round_ in range(1, 4):
+        wait_for(lambda r=round_: run.count("ready") == r, f"readiness #{round_}")
+        time.sleep(0.4)  # healthy for longer than reset_after
+        pid = run.supervisor.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: run.count("ready") == 4, "readiness after the third restart")
+    restarts = [e for e in run.supervisor.events if e.kind == "restarting"]
+    # three restarts with max_restarts=1, each at the initial backoff
+    assert len(restarts) == 3
+    assert {e.detail["backoff_s"] for e in restarts} == {FAST.backoff_initial}
+    assert "gave-up" not in run.kinds()
