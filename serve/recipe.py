@@ -43,6 +43,8 @@ _CONTAINER_ARGS = {
 _CONTAINER_COMMON = ("--ipc=host", "--shm-size=32g", "--network=host")
 
 _VAR = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+# variables every recipe has: `--set model=/local/copy` points all processes at a local checkout
+_BUILTIN_VARS = ("model", "served_model_name")
 
 
 class _Strict(BaseModel):
@@ -184,7 +186,7 @@ def _parse_override(item: str, recipe: Recipe) -> tuple[str, str] | _Override:
     key, sep, value = item.partition("=")
     if not sep or not key:
         raise InputError(f"--set {item!r}: expected key=value")
-    if key in recipe.vars:
+    if key in recipe.vars or key in _BUILTIN_VARS:
         return key, value
     target: str | None = None
     if "." in key:

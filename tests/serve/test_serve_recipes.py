@@ -217,3 +217,12 @@ def test_removed_environment_variable_is_flagged() -> None:
     findings = validate_deployment(render(old_tip))
     assert [(f.rule, f.severity) for f in findings] == [("removed-env", "warning")]
     assert "0.5.14" in findings[0].message
+
+
+def test_set_model_points_every_process_at_a_local_copy() -> None:
+    deployment = render(load("glm52-fp8-mi355x-pd"), ["model=/models/GLM-5.2-FP8"])
+    for process in deployment.processes:
+        if process.role != "router":
+            argv = process.argv
+            assert argv[argv.index("--model-path") + 1] == "/models/GLM-5.2-FP8"
+    assert errors_of(validate_deployment(deployment)) == []
