@@ -30,7 +30,7 @@ from solver.records import (  # noqa: E402
     LlmCompleted,
     LlmStarted,
 )
-from solver.runner import fold  # noqa: E402
+from solver.runner import open_run  # noqa: E402
 from solver.store import RunStore, canonical_json, utc_now  # noqa: E402
 from solver.store.journal import line_hash  # noqa: E402
 
@@ -125,8 +125,8 @@ def build(run_dir: Path, records: int) -> None:
 
 def resume_once(run_dir: Path) -> tuple[float, int]:
     started = time.perf_counter()
-    with RunStore.open(run_dir) as store:
-        state = fold(store.records())
+    store, state = open_run(run_dir)
+    store.close()
     return time.perf_counter() - started, state.records
 
 
@@ -150,7 +150,7 @@ def main() -> None:
             journal = (run_dir / "journal.jsonl").stat().st_size
             rows.append((size, folded, journal, build_s, statistics.median(times), min(times)))
     print(
-        f"{'records':>9} {'folded':>8} {'journal MB':>10} {'appends/s':>10} "
+        f"{'records':>9} {'folded':>8} {'journal MB':>10} {'built/s':>10} "
         f"{'resume p50 s':>12} {'best s':>7} {'us/record':>9} {'target':>8}"
     )
     for size, folded, journal, build_s, median, best in rows:

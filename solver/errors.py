@@ -89,6 +89,8 @@ def exit_code_for(exc: BaseException) -> int:
     names = {cls.__name__ for cls in type(exc).__mro__}
     if names & {"LockHeld", "LockHeldError"}:
         return EXIT_LOCKED
+    if names & {"NotARun", "RunNotFound"}:
+        return EXIT_NOT_FOUND
     if names & {"CorruptionError", "ChainBroken", "CorruptRun"}:
         return EXIT_CORRUPT
     if isinstance(exc, OSError) and exc.errno in (28, 27):  # ENOSPC, EFBIG

@@ -106,6 +106,7 @@ class RunState:
     records: int = 0
     last_t: str = ""
     interrupted: bool = False
+    session_open: bool = False  # a session started and has not recorded its end
 
     # ------------------------------------------------------------ derived views
 
@@ -148,10 +149,12 @@ class RunState:
         self.sessions = max(self.sessions, d["session"])
         self.session_started_t = t
         self.interrupted = False
+        self.session_open = True
 
     def _session_ended(self, d: dict[str, Any], t: str) -> None:
         self.ended_wall_s += d["wall_s"]
         self.interrupted = d["reason"] == "interrupted"
+        self.session_open = False
 
     def _probed(self, d: dict[str, Any], t: str) -> None:
         self.served_model = d["served_model"]

@@ -106,6 +106,8 @@ class RunStore:
         self._journal = run_dir / JOURNAL_NAME
         self._fd: int | None = None
         self._size = 0
+        self._verified: list[Record] | None = None
+        self._verified_size = 0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -209,6 +211,10 @@ class RunStore:
         if fresh:
             fsync_dir(self.run_dir)
         self._size = scan.good_size
+        # The records just verified: the first records() after opening yields these instead
+        # of parsing the journal a second time (resume folds them straight away).
+        self._verified = scan.records
+        self._verified_size = scan.good_size
         if scan.records:
             last = scan.records[-1]
             self.head, self.next_seq, self.session = last.line_hash, last.seq + 1, last.sess
@@ -355,8 +361,14 @@ class RunStore:
 
     def records(self) -> Iterator[Record]:
         """The records written so far (this writer's view; nothing else writes the file)."""
+        verified, start = self._verified, 0
+        self._verified = None  # kept for one pass only: a long run's records are many
+        if verified is not None:
+            yield from verified
+            start = self._verified_size
         with self._journal.open("rb") as handle:
-            data = handle.read(self._size)
+            handle.seek(start)
+            data = handle.read(self._size - start)
         for line in data.split(b"\n")[:-1]:
             yield parse_line(line)
 
