@@ -51,6 +51,25 @@ def failure_status(failure: TurnFailure) -> int:
     return 529 if failure.retryable else 502
 
 
+_BROKEN_STREAM = {
+    "truncated", "eof_without_finish", "malformed", "abort", "tool_call_lost",
+    "tool_args_interleaved", "upstream_error",
+}  # fmt: skip
+
+
+def stream_error_type(failure: TurnFailure) -> str:
+    """The ``error.type`` of an in-stream failure: a broken or truncated upstream stream is an
+    ``api_error`` (E07, E19, E32); silence and overload are ``overloaded_error``, which Claude
+    Code retries (E09, E37); a 4xx keeps its own type."""
+    if failure.status == 429:
+        return "rate_limit_error"
+    if failure.kind in _BROKEN_STREAM:
+        return "api_error"
+    if failure.status is not None and 400 <= failure.status < 500:
+        return error_type(failure.status)
+    return "overloaded_error"
+
+
 def error_body(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": error_type(status), "message": message}}
 
@@ -153,13 +172,8 @@ class AnthropicStream:
         self.ended = True
 
     def fail(self, failure: TurnFailure) -> None:
-        # overloaded_error makes Claude Code retry; a truncated stream is an api_error (E07, E09).
-        kind = "overloaded_error" if failure.retryable or failure.status in (None, 503) else None
-        if failure.status == 429:
-            kind = "rate_limit_error"
-        if failure.kind in ("truncated", "abort", "tool_args_interleaved", "upstream_error"):
-            kind = "api_error"
-        body = {"type": "error", "error": {"type": kind or "api_error", "message": failure.message}}
+        body = {"type": "error", "error": {"type": stream_error_type(failure),
+                                           "message": failure.message}}  # fmt: skip
         self._out.append(sse_event("error", dumps(body)))
         self.ended = True
 

@@ -56,6 +56,8 @@ def _config_errors(command: Callable[P, R]) -> Callable[P, R]:
 @click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port [8788].")
 @click.option("--telemetry", type=click.Path(path_type=Path), default=None,
               help="SQLite telemetry file [proxy-telemetry.sqlite].")  # fmt: skip
+@click.option("--store-bodies", is_flag=True, default=None,
+              help="Also keep each request body in the telemetry (off by default).")  # fmt: skip
 @click.pass_context
 @reports_errors
 @_config_errors
@@ -68,6 +70,7 @@ def group(
     host: str | None,
     port: int | None,
     telemetry: Path | None,
+    store_bodies: bool | None,
 ) -> None:
     """Bridge Anthropic Messages, OpenAI Responses and Chat Completions clients to any of those
     upstreams. With no subcommand, serve until Ctrl-C."""
@@ -98,6 +101,8 @@ def group(
         config = with_overrides(config, telemetry=telemetry or Path("proxy-telemetry.sqlite"))
     else:
         raise ConfigError("give --upstream URL (one provider) or --config FILE")
+    if store_bodies:
+        config = with_overrides(config, store_bodies=True)
     check_binding(config)
     names = ", ".join(f"{p.name} ({p.api} {p.base_url})" for p in config.providers)
     click.echo(f"proxy on http://{config.host}:{config.port}  providers: {names}", err=True)
