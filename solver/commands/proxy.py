@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -18,7 +19,7 @@ import click
 import httpx
 
 from solver.commands._errors import reports_errors
-from solver.errors import ConfigError, EndpointUnavailable, NotFound
+from solver.errors import EXIT_INTERRUPTED, ConfigError, EndpointUnavailable, NotFound
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -45,7 +46,8 @@ def _config_errors(command: Callable[P, R]) -> Callable[P, R]:
 
 
 @click.group("proxy", invoke_without_command=True)
-@click.option("--upstream", metavar="URL", help="Serve this one upstream (no config file).")
+@click.option("--upstream", metavar="URL", help="Serve this one upstream (no config file); its "
+              "API key, if any, from SOLVER_UPSTREAM_API_KEY.")  # fmt: skip
 @click.option("--upstream-api", type=_APIS, default="chat", show_default=True,
               help="The upstream's protocol.")  # fmt: skip
 @click.option("--upstream-model", default="", help="Model name sent upstream (default: the "
@@ -106,7 +108,11 @@ def group(
     check_binding(config)
     names = ", ".join(f"{p.name} ({p.api} {p.base_url})" for p in config.providers)
     click.echo(f"proxy on http://{config.host}:{config.port}  providers: {names}", err=True)
-    serve(config)
+    try:
+        serve(config)  # uvicorn shuts down gracefully, then re-raises the signal it caught
+    except KeyboardInterrupt:
+        click.echo("proxy stopped", err=True)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 def _served_model(upstream: str) -> str:

@@ -146,3 +146,52 @@ def test_config_codex_keeps_the_rest_and_restores(tmp_path: Path) -> None:
     assert code == 0 and tomllib.loads(fresh.read_text())["model_provider"] == "olympiad-proxy"
     code, out = _run("config", "codex", "--codex-config", str(fresh), "--restore")
     assert code == 0 and not fresh.exists()
+
+
+def test_quick_start_serves_until_terminated(tmp_path: Path) -> None:
+    """`solver proxy --upstream URL` in its own process: discovers the served model, answers,
+    writes telemetry in the working directory, stops cleanly on SIGTERM."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    root = Path(__file__).resolve().parents[2]
+    code = "import sys; from solver.commands.proxy import group; group(sys.argv[1:])"
+    with FakeEndpoint(lambda _: Reply(text="quick"), served_model="glm-served") as fake:
+        process = subprocess.Popen(
+            [sys.executable, "-c", code, "--upstream", fake.url + "/v1", "--port", str(port)],
+            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+            body = {"model": "anything", "messages": [{"role": "user", "content": "hi"}]}
+            answer = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body)
+            assert answer.json()["choices"][0]["message"]["content"] == "quick"
+            assert fake.requests[-1].model == "glm-served"
+        finally:
+            process.send_signal(signal.SIGTERM)
+            _, err = process.communicate(timeout=30)
+    # uvicorn shuts down gracefully and then re-raises SIGTERM: the conventional -15
+    assert process.returncode in (0, -signal.SIGTERM), err.decode()
+    assert b"Traceback" not in err
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "proxy-telemetry.sqlite")
+    assert db.execute("SELECT status, upstream_model FROM requests").fetchall() == [
+        ("success", "glm-served")
+    ]  # flushed on shutdown
+    db.close()
