@@ -204,6 +204,10 @@ class Exchange:
                     self._commit if self.fr.stream else None,
                 )
                 outcome = await self._attempt(provider, turn)
+                if isinstance(outcome, TurnEnd):
+                    self.state.breaker.success(provider.name)
+                elif outcome.retryable and not turn.output_started and not self._abort:
+                    self.state.breaker.failure(provider.name, outcome.retry_after)
                 again = (
                     isinstance(outcome, TurnFailure)
                     and outcome.retryable

@@ -4,6 +4,7 @@ clients, metrics and the telemetry writer."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from ._config import Provider, ProxyConfig, ProxyConfigError
@@ -12,11 +13,42 @@ from ._telemetry import RequestRecord, TelemetryWriter
 from ._upstream import UpstreamClients
 
 
+class Breaker:
+    """Per-provider circuit breaker: after ``threshold`` consecutive failures before any output
+    (or a ``Retry-After``), the provider goes to the back of the failover order until the
+    cool-down ends. It is never skipped outright: with every provider cooling down, requests
+    still go out in order rather than fail unasked."""
+
+    def __init__(self, threshold: int = 4, cooldown: float = 60.0) -> None:
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self._failures: dict[str, int] = {}
+        self._open_until: dict[str, float] = {}
+
+    def cooling(self, name: str) -> bool:
+        until = self._open_until.get(name)
+        return until is not None and time.monotonic() < until
+
+    def failure(self, name: str, retry_after: float | None) -> None:
+        count = self._failures.get(name, 0) + 1
+        self._failures[name] = count
+        wait = retry_after
+        if count >= self.threshold:
+            wait = max(wait or 0.0, self.cooldown)
+        if wait:
+            self._open_until[name] = time.monotonic() + wait
+
+    def success(self, name: str) -> None:
+        self._failures.pop(name, None)
+        self._open_until.pop(name, None)
+
+
 class ProxyState:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.active = config.active
         self.metrics = Metrics()
+        self.breaker = Breaker()
         self.clients: UpstreamClients | None = None
         self.telemetry: TelemetryWriter | None = None
 
@@ -35,9 +67,9 @@ class ProxyState:
 
     def route(self, model: str) -> list[Provider]:
         """Providers serving ``model``: the active one first, then the rest in config order
-        (the failover order)."""
+        (the failover order); providers whose breaker is open go last."""
         matching = [p for p in self.config.providers if p.matches(model)]
-        matching.sort(key=lambda p: p.name != self.active)
+        matching.sort(key=lambda p: (self.breaker.cooling(p.name), p.name != self.active))
         return matching
 
     def use(self, name: str) -> Provider:

@@ -72,6 +72,7 @@ class TurnFailure:
     message: str
     status: int | None = None
     retryable: bool = False
+    retry_after: float | None = None
 
 
 class TurnSink(Protocol):

@@ -125,4 +125,14 @@ async def status_failure(response: Http1Response, provider: Provider) -> TurnFai
         message=f"upstream {provider.name} answered {status}: {message}",
         status=status,
         retryable=retryable,
+        retry_after=_seconds(response.headers.get("retry-after", "")),
     )
+
+
+def _seconds(value: str) -> float | None:
+    """``Retry-After`` in seconds (the HTTP-date form is rare from model servers: ignored)."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds <= 3600 else None

@@ -142,3 +142,20 @@ def test_client_disconnect_closes_the_upstream() -> None:
             assert time.monotonic() < deadline, dict(metrics.requests)
             time.sleep(0.05)
         assert metrics.in_flight == 0
+
+
+def test_breaker_moves_a_failing_provider_to_the_back() -> None:
+    """After 4 failures before output the failing provider is tried last; a Retry-After from a
+    429 does the same at once."""
+    refused = Reply(fault=Fault(status=503))
+    good = Reply(text="backup")
+    with proxied(lambda _: refused, "chat", second=lambda _: good) as (fake, proxy):
+        for _ in range(6):
+            assert ask("chat", proxy, stream=True, tools=False).text == "backup"
+        assert len(fake.requests) == 4
+        assert len(proxy.backup.requests) == 6  # type: ignore[attr-defined]
+    limited = Reply(fault=Fault(status=429, retry_after=30))
+    with proxied(lambda _: limited, "chat", second=lambda _: good) as (fake, proxy):
+        for _ in range(3):
+            assert ask("anthropic", proxy, stream=False, tools=False).text == "backup"
+        assert len(fake.requests) == 1
