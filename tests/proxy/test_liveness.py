@@ -41,7 +41,7 @@ def _fails(front: str, proxy: object, *, stream: bool) -> bool:
     ],
     ids=["stall", "reset", "truncate", "error-event", "no-first-byte"],
 )
-@pytest.mark.parametrize("upstream", ["chat", "anthropic"])
+@pytest.mark.parametrize("upstream", ["chat", "responses", "anthropic"])
 def test_a_dying_upstream_ends_in_an_error_for_every_front(
     upstream: str, fault: Fault, stream: bool
 ) -> None:
