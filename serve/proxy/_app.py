@@ -159,7 +159,7 @@ class CountTokensEndpoint:
             await _send_json(send, 404, ANTHROPIC.error_body(404, message), [])
             return
         provider = providers[0]
-        request, _ = upstream_request(fr.request, provider)
+        request, _, _ = upstream_request(fr.request, provider)
         try:
             payload = orjson.loads(encode_request("anthropic", request))
         except (ValueError, TypeError) as exc:

@@ -36,6 +36,7 @@ from ._http1 import Http1Error, Http1Response
 from ._parse import FrontError, FrontRequest
 from ._state import ProxyState
 from ._telemetry import RequestRecord
+from ._toolnames import restore
 from ._turn import TurnEnd, TurnFailure, TurnState
 from ._wire import dumps
 from ._writer import StreamWriter
@@ -110,6 +111,7 @@ class Exchange:
         self._first_byte_budget = 0.0
         self._attempt_t0 = self._t0
         self._cases: set[str] = set(fr.cases)
+        self._tool_names: dict[str, str] = {}
 
     # ------------------------------------------------------------ output
 
@@ -232,7 +234,7 @@ class Exchange:
             self._finish_record(turn)
 
     async def _attempt(self, provider: Provider, turn: TurnState) -> TurnEnd | TurnFailure:
-        request, cases = _upstream.upstream_request(self.fr.request, provider)
+        request, cases, self._tool_names = _upstream.upstream_request(self.fr.request, provider)
         self._cases.update(cases)
         self.record.upstream_model = request.model
         body = _upstream.encode(provider, request)
@@ -313,6 +315,8 @@ class Exchange:
     def _deliver(self, events: list[StreamEvent], turn: TurnState) -> bool:
         """Fold events into the turn and queue the bytes for the client (never waits). True
         when the writer should get the loop now."""
+        if self._tool_names:
+            events = restore(events, self._tool_names)
         for event in events:
             turn.feed(event)
         emitter = self.emitter

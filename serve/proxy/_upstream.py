@@ -21,6 +21,7 @@ from . import _signature
 from ._config import Deadlines, Provider
 from ._http1 import Http1Error, Http1Pool, Http1Response
 from ._parse import FrontError
+from ._toolnames import shorten
 from ._turn import TurnFailure
 
 _ERROR_BODY_LIMIT = 64 * 1024
@@ -47,10 +48,14 @@ class UpstreamClients:
         await self.side.aclose()
 
 
-def upstream_request(request: Request, provider: Provider) -> tuple[Request, list[str]]:
+def upstream_request(
+    request: Request, provider: Provider
+) -> tuple[Request, list[str], dict[str, str]]:
     """The canonical request as this provider gets it: its model name, always streamed (the
-    idle deadline needs bytes to watch), and thinking signatures it may see (E26)."""
+    idle deadline needs bytes to watch), thinking signatures it may see (E26), tool names it
+    accepts. Returns the request, the cases met and the map back from shortened tool names."""
     cases: list[str] = []
+    names: dict[str, str] = {}
     changes: dict[str, object] = {"stream": True}
     if provider.upstream_model:
         changes["model"] = provider.upstream_model
@@ -61,7 +66,10 @@ def upstream_request(request: Request, provider: Provider) -> tuple[Request, lis
             cases.append("E26_foreign_thinking_dropped")
     else:
         request = _signature.for_other_upstream(request)
-    return request, cases
+        request, names = shorten(request)
+        if names:
+            cases.append("tool_names_shortened")
+    return request, cases, names
 
 
 def encode(provider: Provider, request: Request) -> bytes:

@@ -101,3 +101,30 @@ def test_chat_front_reasoning_effort_and_stop_reach_the_upstream() -> None:
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
     assert body["stop"] == ["END"] and body["seed"] == 7 and body["temperature"] == 0.2
     assert body["max_tokens"] >= 4096  # a generous default when the client sets none (E23)
+
+
+def test_long_tool_names_are_shortened_upstream_and_restored() -> None:
+    from serve.proxy._toolnames import short_name
+
+    long_name = "mcp__a_very_long_server_name_for_testing__and_an_even_longer_tool_name_here"
+    short = short_name(long_name)
+    assert len(long_name) > 64 >= len(short)
+    reply = Reply(tool_calls=[("call_l", short, "{}")], finish_reason="tool_calls")
+    with proxied(lambda _: reply, "chat") as (fake, proxy):
+        tools: Any = [{"name": long_name, "input_schema": {"type": "object"}}]
+        message = anthropic_client(proxy).messages.create(
+            model="m", max_tokens=50, tools=tools,
+            messages=[
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "t0", "name": long_name, "input": {}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t0", "content": "ok"}]},
+            ],
+        )  # fmt: skip
+        body = _sent(fake)
+    assert [t["function"]["name"] for t in body["tools"]] == [short]
+    assert body["messages"][1]["tool_calls"][0]["function"]["name"] == short
+    assert [(b.type, getattr(b, "name", None)) for b in message.content] == [
+        ("tool_use", long_name)
+    ]
