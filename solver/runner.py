@@ -345,36 +345,15 @@ async def start_run(
     manifest = build_manifest(
         problem, problem_path, resolved, endpoint, endpoint_info, evaluation, argv, run_id
     )
+    if given_proof is not None:
+        manifest["given_proof"] = given_proof  # so that a resume can record it if need be
     store = RunStore.create(run_dir, manifest, signing_key=settings.signing_key)
-    on_created(run_dir)
     with store:
+        on_created(run_dir)
         state = RunState()
         recorder = Recorder(store, state)
         store.set_session(1)
-        for artifact in problem_artifacts(problem, evaluation):
-            recorder.append(
-                ArtifactPut(
-                    artifact=artifact[0],
-                    kind=artifact[1],
-                    blob=recorder.blob(artifact[2].encode()),
-                    producer="problem",
-                )
-            )
-        if given_proof is not None:
-            recorder.append(
-                ArtifactPut(
-                    artifact="given.v0.proof",
-                    kind="proof_text",
-                    blob=recorder.blob(given_proof.encode()),
-                    producer="input",
-                    lineage="given",
-                    version=0,
-                )
-            )
-            recorder.append(
-                Decision(kind="selected", lineage="given", version=0, reason="given proof")
-            )
-            recorder.append(Decision(kind="phase", phase="evaluate", reason="grading only"))
+        record_inputs(recorder, problem, evaluation, given_proof)
         return await _drive(
             store,
             state,
@@ -387,6 +366,42 @@ async def start_run(
             False,
             make_progress,
         )
+
+
+def record_inputs(
+    recorder: Recorder, problem: Problem, evaluation: bool, given_proof: str | None
+) -> None:
+    """The run's inputs as artifacts (and, for a grading-only run, the given proof and the
+    decisions that skip the solve phase). Idempotent: a session killed right after the run
+    was created left some of them unwritten, and every session calls this first."""
+    state = recorder.state
+    for artifact, kind, text in problem_artifacts(problem, evaluation):
+        if artifact not in state.artifacts:
+            recorder.append(
+                ArtifactPut(
+                    artifact=artifact,
+                    kind=kind,
+                    blob=recorder.blob(text.encode()),
+                    producer="problem",
+                )
+            )
+    if given_proof is None:
+        return
+    if "given.v0.proof" not in state.artifacts:
+        recorder.append(
+            ArtifactPut(
+                artifact="given.v0.proof",
+                kind="proof_text",
+                blob=recorder.blob(given_proof.encode()),
+                producer="input",
+                lineage="given",
+                version=0,
+            )
+        )
+    if state.selected is None:
+        recorder.append(Decision(kind="selected", lineage="given", version=0, reason="given proof"))
+    if state.phase == "solve":
+        recorder.append(Decision(kind="phase", phase="evaluate", reason="grading only"))
 
 
 def problem_artifacts(problem: Problem, evaluation: bool) -> list[tuple[str, str, str]]:
@@ -430,6 +445,7 @@ async def resume_run(
                     wall_s=_seconds_between(state.session_started_t, state.last_t),
                 )
             )
+        record_inputs(recorder, problem, bool(manifest["evaluation"]), manifest.get("given_proof"))
         endpoint = Endpoint(
             base_url=manifest["endpoint"]["url"],
             api=manifest["endpoint"]["api"],

@@ -148,6 +148,14 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     fake: FakeEndpoint
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up (a killed solver, a closed keep-alive connection) is normal
+        # here; socketserver would print a traceback to stderr, which CLI tests capture.
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            return
+        self.fake.errors.append(f"handler error: {type(error).__name__}: {error}")
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

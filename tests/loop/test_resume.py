@@ -252,3 +252,39 @@ def test_second_interrupt_exits_at_once_and_run_stays_resumable(workdir: Path) -
     assert again.returncode == 0, again.stderr
     audit_ok(run_dir)
     assert_nothing_paid_twice(run_dir)
+
+
+def test_killed_right_after_creation_resumes_with_its_inputs(tmp_path: Path) -> None:
+    import asyncio
+
+    from solver.config import resolve_settings
+    from solver.problems import load_problem
+    from solver.runner import start_run
+    from tests.loop.harness import EVAL_PROBLEM, QuietProgress, flags_for, resume
+
+    class Killed(Exception):
+        pass
+
+    def die(path: Path) -> None:
+        raise Killed(path)
+
+    problem_path = write_problem(tmp_path, EVAL_PROBLEM)
+    with FakeEndpoint(scripts.solved) as fake:
+        resolved = resolve_settings(flags=flags_for(fake, tmp_path), env={}, cwd=tmp_path)
+        with pytest.raises(Killed) as killed:
+            asyncio.run(
+                start_run(
+                    load_problem(problem_path),
+                    problem_path,
+                    resolved,
+                    evaluation=True,
+                    argv=[],
+                    make_progress=QuietProgress,
+                    on_created=die,
+                )
+            )
+        run_dir = Path(str(killed.value))
+        outcome = resume(run_dir, tmp_path)
+    assert outcome.outcome == "solved"
+    assert result_of(run_dir)["evaluation_score"] == 7
+    audit_ok(run_dir)
