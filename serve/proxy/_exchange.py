@@ -275,6 +275,8 @@ class Exchange:
                                 await asyncio.sleep(0)  # let the writer send (see _writer)
                                 if self._writer.pressing:  # a slow client: stop reading
                                     await self._writer.backpressure()
+                        if turn.failure is not None and not decoder.finished:
+                            break  # the turn failed on its own (E33): stop the upstream now
                         if decoder.finished:
                             _drain_later(response, chunks)
                             response = None

@@ -36,6 +36,7 @@ from solver.llm.events import (
 )
 
 BlockKind = Literal["thinking", "text", "tool"]
+WHITESPACE_RUNAWAY = 500
 EndReason = Literal["stop", "length", "tool_calls", "content_filter"]
 
 
@@ -84,9 +85,10 @@ class TurnSink(Protocol):
 
 
 class _Tool:
-    __slots__ = ("args", "block", "id", "late", "name")
+    __slots__ = ("args", "blank_run", "block", "id", "late", "name")
 
     def __init__(self) -> None:
+        self.blank_run = 0
         self.id = ""
         self.name = ""
         self.args: list[str] = []
@@ -209,6 +211,8 @@ class TurnState:
             if tool.block is None and not (tool.id and tool.name):
                 self.cases.add("E28_late_tool_id")
             tool.args.append(event.arguments)
+            if self._runaway(tool, event.arguments):
+                return
         if tool.block is not None:
             if not event.arguments:
                 return
@@ -223,6 +227,24 @@ class TurnState:
             if open_block is not None:
                 self._close(open_block)
             self._start_tool(tool, event.index)
+
+    def _runaway(self, tool: _Tool, fragment: str) -> bool:
+        """E33: a degenerate model can emit whitespace into tool arguments until max_tokens.
+        Past ``WHITESPACE_RUNAWAY`` blank characters in a row the turn fails at once, so the
+        client retries instead of waiting minutes for a call it cannot use."""
+        stripped = fragment.rstrip()
+        if stripped:
+            tool.blank_run = len(fragment) - len(stripped)
+        else:
+            tool.blank_run += len(fragment)
+        if tool.blank_run <= WHITESPACE_RUNAWAY:
+            return False
+        self.cases.add("E33_whitespace_runaway")
+        self.failure = TurnFailure(
+            "tool_args_runaway", "the model emitted endless whitespace into tool arguments",
+            retryable=True,
+        )  # fmt: skip
+        return True
 
     def _start_tool(self, tool: _Tool, upstream_index: int) -> None:
         if not tool.id:

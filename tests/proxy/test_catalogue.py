@@ -210,6 +210,15 @@ CASES: dict[str, tuple[list[bytes], Any]] = {
         [chunk({"content": "Sure."}), chunk({}, "tool_calls"), DONE],
         ("Sure.", "", [], "stop"),
     ),
+    "E33_whitespace_runaway": (
+        [
+            chunk({"tool_calls": [tool(0, id="call_w", name="Bash", args='{"command": ')]}),
+            *[chunk({"tool_calls": [tool(0, args=" " * 100)]}) for _ in range(8)],
+            chunk({}, "tool_calls"),
+            DONE,
+        ],
+        "error",
+    ),
     "E35_mixed_chunk": (
         [
             chunk(
