@@ -11,7 +11,7 @@ keep-alive connection; rounds alternate the target order; a window of ``--second
 measured after a warm-up. Reported: time to first content (p50, p99; "added" = minus direct),
 SSE events received per second, and CPU of the target process per event (from /proc).
 
-LiteLLM runs from a throwaway venv (default /tmp/olys-bench-litellm, created and filled with
+LiteLLM runs from a throwaway venv (default <tempdir>/olys-bench-litellm, created and filled with
 ``pip install 'litellm[proxy]'`` on first use, never a project dependency) with
 ``LITELLM_MASTER_KEY``, ``LITELLM_LOCAL_MODEL_COST_MAP=True`` and no database. All traffic stays
 on 127.0.0.1.
@@ -28,6 +28,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", default="1,64")
     parser.add_argument("--no-litellm", action="store_true")
-    parser.add_argument("--litellm-venv", type=Path, default=Path("/tmp/olys-bench-litellm"))
+    parser.add_argument(
+        "--litellm-venv", type=Path, default=Path(tempfile.gettempdir()) / "olys-bench-litellm"
+    )
     parser.add_argument("--serve-fake", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_fake is not None:
@@ -280,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         processes.append(fake)
         assert fake.stdout is not None and fake.stdout.readline().strip() == b"READY"
         upstream = f"http://127.0.0.1:{fake_port}"
-        telemetry = Path(f"/tmp/olys-bench-proxy-{os.getpid()}.sqlite")
+        scratch = tempfile.mkdtemp(prefix="olys-bench-proxy-")
+        telemetry = Path(scratch) / "telemetry.sqlite"
         code = (
             "from pathlib import Path; "
             "from serve.proxy import quick_config, serve, with_overrides; "
