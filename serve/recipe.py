@@ -285,12 +285,16 @@ def render(recipe: Recipe, overrides: list[str] | tuple[str, ...] = ()) -> Deplo
     return Deployment(recipe=recipe, processes=tuple(rendered), overrides=tuple(overrides))
 
 
+_CONTAINER_HF_HOME = "/models/huggingface"
+
+
 def _container(recipe: Recipe, env: dict[str, str], argv: list[str], label: str) -> tuple[str, ...]:
     runtime = ["docker", "run", "--rm", f"--name=sglang-{recipe.name}-{label}"]
     runtime += [*_CONTAINER_ARGS[recipe.vendor], *_CONTAINER_COMMON]
     # the host's model cache, resolved now: a docker argv is not expanded by a shell
     cache = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")
-    runtime.append(f"--volume={cache}:/root/.cache/huggingface")
+    # mounted at a fixed path that HF_HOME names, whatever user the image runs as
+    runtime += [f"--volume={cache}:{_CONTAINER_HF_HOME}", f"--env=HF_HOME={_CONTAINER_HF_HOME}"]
     for key, value in env.items():
         runtime.append(f"--env={key}={value}")
     return (*runtime, recipe.image, *argv)
