@@ -213,7 +213,8 @@ def build_app(config: ProxyConfig) -> Starlette:
         if not _authorized(state, headers):
             return JSONResponse(CHAT.error_body(401, "missing or wrong proxy token"), 401)
         names: list[str] = []
-        for provider in state.route("*") or list(state.config.providers):
+        providers = sorted(state.config.providers, key=lambda p: p.name != state.active)
+        for provider in providers:
             for name in (*provider.models, provider.upstream_model):
                 if name and not any(c in name for c in "*?[") and name not in names:
                     names.append(name)
