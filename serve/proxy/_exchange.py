@@ -301,6 +301,7 @@ class Exchange:
             if response is not None:
                 await response.aclose()
             self._cases.update(decoder.cases)
+            self.record.upstream_id = (decoder.server_id or "")[:200]
         return turn.end()
 
     async def _first_output(self, raw: bytes, decoder: StreamDecoder, turn: TurnState) -> None:

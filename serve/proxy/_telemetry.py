@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS requests (
     provider TEXT NOT NULL,
     model TEXT NOT NULL,
     upstream_model TEXT NOT NULL,
+    upstream_id TEXT NOT NULL,
     stream INTEGER NOT NULL,
     started_at TEXT NOT NULL,
     ttfb_ms REAL,
@@ -57,6 +58,7 @@ class RequestRecord:
     provider: str = ""
     model: str = ""
     upstream_model: str = ""
+    upstream_id: str = ""  # the server's response id (SGLang's request id): joins with its logs
     stream: bool = False
     started_at: str = ""
     ttfb_ms: float | None = None

@@ -73,6 +73,7 @@ def test_a_row_per_request_with_ids_tokens_cost_and_cases(
         "anthropic", "glm", "claude-x",
     )  # fmt: skip
     assert first["status"] == "success" and first["stream"] == 1
+    assert first["upstream_id"]  # the fake's chunk id, to join with the server's logs
     assert (first["input_tokens"], first["cached_tokens"], first["output_tokens"]) == (
         1_000_000, 250_000, 500_000,
     )  # fmt: skip
