@@ -124,6 +124,16 @@ class Exchange:
         )
         self.record.http_status = status
 
+    async def _close_stream(self, final: bytes) -> None:
+        """Send the last bytes. A client that stopped reading but keeps the connection open
+        gets the idle deadline, like a silent upstream; then it is dropped."""
+        try:
+            async with asyncio.timeout(self.state.config.deadlines.idle):
+                await self._writer.close(final)
+        except TimeoutError:
+            self._writer.cancel()
+            raise _Abort() from None
+
     def _commit(self) -> None:
         """Open the client stream (message_start / response.created / role chunk)."""
         if not self.emitter.started:
@@ -348,7 +358,7 @@ class Exchange:
             if self.fr.stream:
                 self._commit()
                 emitter.finish(outcome)
-                await self._writer.close(emitter.take())
+                await self._close_stream(emitter.take())
             else:
                 emitter.take()
                 body = self.front.render(self.fr, self._ident, emitter, turn.blocks, outcome)
@@ -361,18 +371,23 @@ class Exchange:
         record.error = outcome.message[:300]
         if self.fr.stream and emitter.started:
             emitter.fail(outcome)
-            await self._writer.close(emitter.take())
+            await self._close_stream(emitter.take())
             record.http_status = 200
         else:
             status = self.front.failure_status(outcome)
             await self._json(status, self.front.error_body(status, outcome.message))
 
     async def _refuse(self, status: int, message: str) -> None:
-        if self._writer.started:
-            self.emitter.fail(TurnFailure("bad_request", message, status))
-            await self._writer.close(self.emitter.take())
-        else:
-            await self._json(status, self.front.error_body(status, message))
+        """A request the chosen upstream cannot take (found while encoding it for that
+        provider); called from an except clause, so it swallows the client going away."""
+        try:
+            if self._writer.started:
+                self.emitter.fail(TurnFailure("bad_request", message, status))
+                await self._close_stream(self.emitter.take())
+            else:
+                await self._json(status, self.front.error_body(status, message))
+        except (OSError, _Abort):
+            self._cases.add("E40_client_cancel")
 
     def _finish_record(self, turn: TurnState | None) -> None:
         record = self.record
