@@ -146,7 +146,11 @@ def _toml_str(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
 
 
-def codex_change(path: Path, proxy_url: str, idle_timeout_ms: int, model: str = "") -> Change:
+def codex_change(
+    path: Path, proxy_url: str, idle_timeout_ms: int, model: str = "", token_env: str = ""
+) -> Change:
+    """``token_env`` names the variable holding the proxy token (Codex sends it as a bearer
+    token); the token itself never goes into the file."""
     before = _read(path)
     try:
         tomllib.loads(before)
@@ -190,6 +194,8 @@ def codex_change(path: Path, proxy_url: str, idle_timeout_ms: int, model: str = 
         "stream_max_retries = 5",
         "request_max_retries = 4",
     ]
+    if token_env:
+        out.append(f"env_key = {_toml_str(token_env)}")
     after = "\n".join(out) + "\n"
     parsed = tomllib.loads(after)
     assert parsed["model_providers"][PROVIDER_ID]["wire_api"] == "responses"

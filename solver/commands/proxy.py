@@ -276,6 +276,8 @@ def claude_command(
 @click.option("--codex-config", "codex_path", type=click.Path(path_type=Path), default=None,
               help="Codex config file [~/.codex/config.toml].")  # fmt: skip
 @click.option("--model", default="", help="Also set Codex's model name.")
+@click.option("--token-env", default="", help="Variable holding the proxy token, for a proxy "
+              "that needs one (its name goes into the file, never the token).")  # fmt: skip
 @reports_errors
 @_config_errors
 def codex_command(
@@ -285,11 +287,15 @@ def codex_command(
     restore: bool,
     codex_path: Path | None,
     model: str,
+    token_env: str,
 ) -> None:
     """Add a Responses provider for the proxy (wire_api = "responses") and select it."""
     from serve.proxy import codex_change
 
     path = codex_path or Path.home() / ".codex" / "config.toml"
     _run_change(
-        path, lambda: codex_change(path, proxy_url, idle_timeout_ms, model), dry_run, restore
+        path,
+        lambda: codex_change(path, proxy_url, idle_timeout_ms, model, token_env),
+        dry_run,
+        restore,
     )

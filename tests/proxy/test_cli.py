@@ -127,14 +127,15 @@ def test_config_codex_keeps_the_rest_and_restores(tmp_path: Path) -> None:
     )
     path.write_text(original)
     for _ in range(2):
-        code, out = _run("config", "codex", "--codex-config", str(path), "--model", "glm-4.6")
+        code, out = _run("config", "codex", "--codex-config", str(path), "--model", "glm-4.6",
+                         "--token-env", "SOLVER_PROXY_TOKEN")  # fmt: skip
         assert code == 0, out
     text = path.read_text()
     parsed = tomllib.loads(text)
     assert text.startswith("# my codex config")
     assert parsed["model_provider"] == "olympiad-proxy" and parsed["model"] == "glm-4.6"
     provider = parsed["model_providers"]["olympiad-proxy"]
-    assert provider["wire_api"] == "responses"
+    assert provider["wire_api"] == "responses" and provider["env_key"] == "SOLVER_PROXY_TOKEN"
     assert provider["base_url"] == "http://127.0.0.1:8788/v1"
     assert parsed["model_providers"]["other"]["name"] == "other"
     assert parsed["profiles"]["fast"]["model"] == "o4"
