@@ -1,25 +1,53 @@
-"""The `solver` command line: a group of verbs, one module each under solver/commands/."""
+"""The `solver` command line: a group of verbs, one module each under solver/commands/.
+
+Verb modules are imported when their verb runs (or when help lists them), so `solver status`
+does not pay for the proxy's web stack or the evaluator's plotting."""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from solver import __version__
-from solver.commands.audit import audit
-from solver.commands.config import config
-from solver.commands.eval import eval_group
-from solver.commands.keys import keys
-from solver.commands.local import group as local
-from solver.commands.problem import problem
-from solver.commands.proxy import config_agents
-from solver.commands.proxy import group as proxy
-from solver.commands.report import report
-from solver.commands.run import resume, solve, status
-from solver.commands.schema import schema
-from solver.commands.serve import group as serve
+
+# verb -> (module, attribute)
+VERBS: dict[str, tuple[str, str]] = {
+    "solve": ("solver.commands.run", "solve"),
+    "resume": ("solver.commands.run", "resume"),
+    "status": ("solver.commands.run", "status"),
+    "audit": ("solver.commands.audit", "audit"),
+    "report": ("solver.commands.report", "report"),
+    "eval": ("solver.commands.eval", "eval_group"),
+    "config": ("solver.commands.config", "config"),
+    "keys": ("solver.commands.keys", "keys"),
+    "schema": ("solver.commands.schema", "schema"),
+    "problem": ("solver.commands.problem", "problem"),
+    "local": ("solver.commands.local", "group"),
+    "serve": ("solver.commands.serve", "group"),
+    "proxy": ("solver.commands.proxy", "group"),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Verbs(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(VERBS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in VERBS:
+            return None
+        module, attribute = VERBS[cmd_name]
+        command: object = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, click.Command)
+        if cmd_name == "config" and isinstance(command, click.Group):
+            # `solver config claude|codex` live beside the proxy they point the agents at.
+            agents = importlib.import_module("solver.commands.proxy").config_agents
+            for name, sub in agents.commands.items():
+                command.add_command(sub, name)
+        return command
+
+
+@click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="solver")
 def main() -> None:
     """Run a self-hosted model on olympiad problems, and prove afterwards what happened.
@@ -28,27 +56,6 @@ def main() -> None:
     unavailable; 4 audit failed; 5 served model changed; 6 not found; 65 run corrupt;
     74 disk full; 75 run locked by another process; 130 interrupted (resumable).
     """
-
-
-for command in (
-    solve,
-    resume,
-    status,
-    audit,
-    report,
-    eval_group,
-    config,
-    keys,
-    schema,
-    problem,
-    local,
-    serve,
-    proxy,
-):
-    main.add_command(command)
-# `solver config claude|codex` live beside the proxy that they point the agents at.
-for name, command in config_agents.commands.items():
-    config.add_command(command, name)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ from solver.cli import main
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     found = [prefix]
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             found.extend(all_commands(command, (*prefix, name)))
         else:
