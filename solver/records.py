@@ -31,6 +31,9 @@ class _Rec(BaseModel):
     def data(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude={"type"})
 
+    def record_type(self) -> str:
+        return str(type(self).model_fields["type"].default)
+
 
 class SessionStarted(_Rec):
     type: Literal["session.started"] = "session.started"

@@ -296,7 +296,7 @@ async def _drive(
             )
             if state.phase != "finished":
                 finish = await engine.run()
-                result = write_finish(recorder, problem, finish, elapsed(), settings)
+                result = write_finish(recorder, problem, finish, elapsed())
             else:
                 result = {"outcome": state.outcome}
             end("finished")

@@ -38,6 +38,7 @@ from solver.llm import (
     request_params,
 )
 from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportError
+from solver.llm.events import Role
 from solver.loop.contexts import ContextBuilder
 from solver.loop.policy import Finish, PolicyConfig, decide
 from solver.loop.state import CallState, RunState
@@ -73,8 +74,9 @@ class Recorder:
         self.state = state
 
     def append(self, record: _Rec) -> None:
-        written = self.store.append(str(record.model_dump()["type"]), record.data())
-        self.state.apply(record, written.t)  # type: ignore[arg-type]
+        type_, data = record.record_type(), record.data()
+        written = self.store.append(type_, data)
+        self.state.apply_raw(type_, data, written.t)
 
     def blob(self, data: bytes) -> BlobLink:
         ref = self.store.put_blob(data)
@@ -323,7 +325,7 @@ class Engine:
             )
         request = Request(
             model=self.model,
-            messages=tuple(Message.text(role, text) for role, text in built.messages),  # type: ignore[arg-type]
+            messages=tuple(Message.text(cast(Role, role), text) for role, text in built.messages),
             **self.sampling(call.role),
         )
         while True:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from solver.config import Settings
 from solver.loop.policy import Finish, evaluation_calls, evaluation_score, grade_of
 from solver.loop.state import RunState
 from solver.problems import Problem
@@ -67,7 +66,7 @@ def summarise(state: RunState, wall_s: float) -> dict[str, Any]:
 
 
 def write_finish(
-    recorder: Recorder, problem: Problem, finish: Finish, wall_s: float, settings: Settings
+    recorder: Recorder, problem: Problem, finish: Finish, wall_s: float
 ) -> dict[str, Any]:
     state = recorder.state
     store = recorder.store
