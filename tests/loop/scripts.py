@@ -38,6 +38,8 @@ def role_of(request: RecordedRequest) -> str:
         return "verifier"
     if "review each finding" in system:
         return "reviewer"
+    if "material from the organisers" in system:
+        return "evaluation"
     if "Score the proof" in system:
         return "grader"
     if "choose which of several candidate proofs" in system:
@@ -80,7 +82,7 @@ def _reviews(request: RecordedRequest, decision: str) -> Reply:
 
 
 def _common(request: RecordedRequest, role: str) -> Reply | None:
-    if role == "grader":
+    if role in ("grader", "evaluation"):
         return json_reply("Assessment.", {"score": 7, "justification": "complete"})
     if role == "reconcile":
         return json_reply("Reconciled.", {"score": 6, "justification": "after review"})
@@ -136,7 +138,7 @@ def never_accepted(request: RecordedRequest) -> Reply:
         return verdict([FLAW_FINDING])
     if role == "reviewer":
         return _reviews(request, "confirmed")
-    if role == "grader":
+    if role in ("grader", "evaluation"):
         return json_reply("Assessment.", {"score": 2, "justification": "partial"})
     return _common(request, role) or Reply(text="?")
 

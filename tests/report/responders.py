@@ -8,52 +8,17 @@ sees. Problems whose statement contains ``HARD`` never get a complete proof.
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 from collections.abc import Callable
 
 from tests.fakes.fake_endpoint import RecordedRequest, Reply
+from tests.loop.scripts import FLAW_FINDING, GOOD_PROOF, json_reply, role_of
 
-GOOD_PROOF = (
-    "Let the odd integers be $2a+1$ and $2b+1$. Then the sum of their squares is "
-    "$4(a^2+a+b^2+b)+2 \\equiv 2 \\pmod 4$, while every square is $0$ or $1 \\pmod 4$."
-)
+__all__ = ["GOOD_PROOF", "calibration_grader", "disagreeing_graders", "olympiad", "slow"]
+
 FLAW = "FLAW: we also assume without proof that $a=b$."
-FINDING = {
-    "id": "F1",
-    "location": "we also assume without proof",
-    "severity": "major",
-    "explanation": "The proof assumes a equals b without justification.",
-}
-
-
-def role_of(request: RecordedRequest) -> str:
-    system = request.system_text
-    if "chief grader" in system:
-        return "reconcile"
-    if "revising a proof" in system:
-        return "reviser"
-    if "writing a solution to an olympiad problem" in system:
-        return "generator"
-    if "find every error and every gap" in system:
-        return "verifier"
-    if "review each finding" in system:
-        return "reviewer"
-    if "material from the organisers" in system:
-        return "evaluation"
-    if "Score the proof" in system:
-        return "grader"
-    if "choose which of several candidate proofs" in system:
-        return "selector"
-    raise AssertionError(f"unrecognised role; system prompt starts {system[:80]!r}")
-
-
-def _json(analysis: str, payload: dict[str, object]) -> Reply:
-    return Reply(
-        text=f"{analysis}\n\n```json\n{json.dumps(payload)}\n```",
-        reasoning="checking",
-        chunk_chars=64,
-    )
+FINDING = FLAW_FINDING
+_json = json_reply
 
 
 def _proof(body: str) -> Reply:
