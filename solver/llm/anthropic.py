@@ -23,8 +23,7 @@ from solver.llm.events import (
     ToolResultPart,
     Usage,
 )
-from solver.llm.normalize import SHAPE_ERRORS, EventBuilder
-from solver.llm.sse import loads_payload
+from solver.llm.normalize import EventBuilder
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicDecoder", "encode_anthropic"]
 
@@ -112,10 +111,6 @@ def encode_anthropic(request: Request) -> dict[str, Any]:
     return body
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0
-
-
 class AnthropicDecoder:
     def __init__(self, builder: EventBuilder) -> None:
         self.builder = builder
@@ -148,19 +143,7 @@ class AnthropicDecoder:
     def feed(self, event: str | None, data: bytes) -> None:
         if self.builder.closed:
             return
-        try:
-            values = loads_payload(data)
-        except ValueError as exc:
-            self.builder.error("malformed", f"malformed JSON in stream: {exc}", retryable=True)
-            self.builder.end(clean=False)
-            return
-        for value in values:
-            try:
-                if isinstance(value, dict):
-                    self.event(value)
-            except SHAPE_ERRORS as exc:
-                self.builder.malformed(exc)
-                return
+        self.builder.dispatch(data, self.event)
 
     def event(self, value: dict[str, Any]) -> None:
         builder = self.builder

@@ -24,8 +24,7 @@ from solver.llm.events import (
     ToolResultPart,
     Usage,
 )
-from solver.llm.normalize import SHAPE_ERRORS, EventBuilder
-from solver.llm.sse import loads_payload
+from solver.llm.normalize import EventBuilder, as_int
 
 __all__ = ["ChatDecoder", "encode_chat", "usage_from_chat"]
 
@@ -111,24 +110,20 @@ def encode_chat(request: Request) -> dict[str, Any]:
     return body
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0
-
-
 def usage_from_chat(raw: dict[str, Any]) -> Usage:
     """Chat usage (b.4): ``prompt_tokens`` already includes cached tokens."""
     prompt_details = raw.get("prompt_tokens_details") or {}
     completion_details = raw.get("completion_tokens_details") or {}
     cached = (
-        _int(prompt_details.get("cached_tokens"))
-        or _int(raw.get("cache_read_input_tokens"))
-        or _int(raw.get("prompt_cache_hit_tokens"))
+        as_int(prompt_details.get("cached_tokens"))
+        or as_int(raw.get("cache_read_input_tokens"))
+        or as_int(raw.get("prompt_cache_hit_tokens"))
     )
     return Usage(
-        input_tokens=_int(raw.get("prompt_tokens")),
+        input_tokens=as_int(raw.get("prompt_tokens")),
         cached_tokens=cached,
-        output_tokens=_int(raw.get("completion_tokens")),
-        reasoning_tokens=_int(completion_details.get("reasoning_tokens")),
+        output_tokens=as_int(raw.get("completion_tokens")),
+        reasoning_tokens=as_int(completion_details.get("reasoning_tokens")),
     )
 
 
@@ -164,19 +159,7 @@ class ChatDecoder:
             return
         if builder.closed:
             return
-        try:
-            values = loads_payload(data)
-        except ValueError as exc:
-            builder.error("malformed", f"malformed JSON in stream: {exc}", retryable=True)
-            builder.end(clean=False)
-            return
-        for value in values:
-            try:
-                if isinstance(value, dict):
-                    self.chunk(value)
-            except SHAPE_ERRORS as exc:
-                self.builder.malformed(exc)
-                return
+        self.builder.dispatch(data, self.chunk)
 
     def chunk(self, chunk: dict[str, Any]) -> None:
         builder = self.builder

@@ -20,6 +20,9 @@ how often the server needed normalising.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from solver.llm.events import (
     Finish,
     FinishReason,
@@ -31,8 +34,15 @@ from solver.llm.events import (
     ToolCallDelta,
     Usage,
 )
+from solver.llm.sse import loads_payload
 
-__all__ = ["SHAPE_ERRORS", "EventBuilder", "map_finish_reason"]
+__all__ = ["SHAPE_ERRORS", "EventBuilder", "as_int", "map_finish_reason"]
+
+
+def as_int(value: Any) -> int:
+    """A usage count as sent, or 0 for anything that is not an integer."""
+    return value if isinstance(value, int) else 0
+
 
 # What a JSON value of an unexpected shape raises inside a decoder (a list where an object was
 # expected, a number where a string was): the stream is malformed, never a crash.
@@ -179,6 +189,23 @@ class EventBuilder:
                 arguments=arguments,
             )
         )
+
+    def dispatch(self, data: bytes, handle: Callable[[dict[str, Any]], None]) -> None:
+        """Decode one SSE data payload and hand each JSON object in it to ``handle``; bad
+        JSON or a value of the wrong shape ends the stream as malformed (every codec's feed)."""
+        try:
+            values = loads_payload(data)
+        except ValueError as exc:
+            self.error("malformed", f"malformed JSON in stream: {exc}", retryable=True)
+            self.end(clean=False)
+            return
+        for value in values:
+            try:
+                if isinstance(value, dict):
+                    handle(value)
+            except SHAPE_ERRORS as exc:
+                self.malformed(exc)
+                return
 
     def malformed(self, exc: BaseException) -> None:
         """A value of the wrong shape: the stream ends as malformed (retryable)."""

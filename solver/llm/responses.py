@@ -25,8 +25,7 @@ from solver.llm.events import (
     ToolResultPart,
     Usage,
 )
-from solver.llm.normalize import SHAPE_ERRORS, EventBuilder
-from solver.llm.sse import loads_payload
+from solver.llm.normalize import EventBuilder, as_int
 
 __all__ = ["ResponsesDecoder", "encode_responses", "usage_from_responses"]
 
@@ -101,18 +100,14 @@ def encode_responses(request: Request) -> dict[str, Any]:
     return body
 
 
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) else 0
-
-
 def usage_from_responses(raw: dict[str, Any]) -> Usage:
     input_details = raw.get("input_tokens_details") or {}
     output_details = raw.get("output_tokens_details") or {}
     return Usage(
-        input_tokens=_int(raw.get("input_tokens")),
-        cached_tokens=_int(input_details.get("cached_tokens")),
-        output_tokens=_int(raw.get("output_tokens")),
-        reasoning_tokens=_int(output_details.get("reasoning_tokens")),
+        input_tokens=as_int(raw.get("input_tokens")),
+        cached_tokens=as_int(input_details.get("cached_tokens")),
+        output_tokens=as_int(raw.get("output_tokens")),
+        reasoning_tokens=as_int(output_details.get("reasoning_tokens")),
     )
 
 
@@ -130,19 +125,7 @@ class ResponsesDecoder:
         if data == b"[DONE]":
             self.builder.end(clean=True)
             return
-        try:
-            values = loads_payload(data)
-        except ValueError as exc:
-            self.builder.error("malformed", f"malformed JSON in stream: {exc}", retryable=True)
-            self.builder.end(clean=False)
-            return
-        for value in values:
-            try:
-                if isinstance(value, dict):
-                    self.event(value)
-            except SHAPE_ERRORS as exc:
-                self.builder.malformed(exc)
-                return
+        self.builder.dispatch(data, self.event)
 
     def event(self, value: dict[str, Any]) -> None:
         builder = self.builder
