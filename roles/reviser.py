@@ -9,11 +9,12 @@ generator's sections (``## Proof``, ``## Final answer``, ``## Self-assessment``)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import Field
 
-from roles.base import Kind, RoleInputs, RoleOutput
+from roles import generator
+from roles.base import Kind, RoleInputs
 from roles.proof import claimed_status, extract_proof
 from roles.verifier import Finding
 
@@ -28,17 +29,10 @@ class Inputs(RoleInputs):
     confirmed_findings: Annotated[str, Kind("confirmed_findings"), Field(min_length=1)]
 
 
-class Output(RoleOutput):
-    proof: str
-    body: str
-    final_answer: str | None
-    self_assessment: str
-    responses: str
-    claimed_status: Literal["complete", "partial", "unknown"]
+class Output(generator.Output):
+    """The generator's output plus the reply to each finding."""
 
-    @property
-    def usable(self) -> bool:
-        return bool(self.body.strip())
+    responses: str
 
 
 CONSERVATIVE = Output(
