@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 import roles
-from solver.audit import AuditContext, Check, capped, register_check
+from solver.audit import AuditContext, Check, Status, capped, register_check
 from solver.llm import (
     Message,
     decode_body,
@@ -41,6 +41,11 @@ def _blob(ctx: AuditContext, digest: str) -> bytes:
     return ctx.reader.read_blob(digest)
 
 
+def _row(ctx: AuditContext, name: str, status: Status, detail: str, rec: Record) -> Check:
+    """One check row about one journal record."""
+    return Check(name=name, status=status, detail=detail, where=ctx.at(rec))
+
+
 def _by_type(ctx: AuditContext, *types: str) -> list[Record]:
     return [r for r in ctx.records if r.type in types]
 
@@ -59,43 +64,27 @@ def check_call_outcomes(ctx: AuditContext) -> list[Check]:
             key = (call, rec.data["attempt"])
             if key not in open_attempts:
                 rows.append(
-                    Check(
-                        name="calls",
-                        status="fail",
-                        detail=f"{rec.type} for {call} attempt {key[1]} that is not open",
-                        where=ctx.at(rec),
+                    _row(
+                        ctx,
+                        "calls",
+                        "fail",
+                        f"{rec.type} for {call} attempt {key[1]} that is not open",
+                        rec,
                     )
                 )
             open_attempts.pop(key, None)
         elif rec.type == "call.planned":
             if call in open_calls:
-                rows.append(
-                    Check(
-                        name="calls",
-                        status="fail",
-                        detail=f"{call} planned twice",
-                        where=ctx.at(rec),
-                    )
-                )
+                rows.append(_row(ctx, "calls", "fail", f"{call} planned twice", rec))
             open_calls[call] = rec
         elif rec.type in TERMINAL_CALL and open_calls.pop(call, None) is None:
             rows.append(
-                Check(
-                    name="calls",
-                    status="fail",
-                    detail=f"{rec.type} for {call}, which is not in flight",
-                    where=ctx.at(rec),
-                )
+                _row(ctx, "calls", "fail", f"{rec.type} for {call}, which is not in flight", rec)
             )
-    status = "fail" if finished else "warn"
+    status: Status = "fail" if finished else "warn"
     for (call, attempt), rec in open_attempts.items():
         rows.append(
-            Check(
-                name="calls",
-                status=status,
-                detail=f"{call} attempt {attempt} started and has no outcome",
-                where=ctx.at(rec),
-            )
+            _row(ctx, "calls", status, f"{call} attempt {attempt} started and has no outcome", rec)
         )
     for call, rec in open_calls.items():
         rows.append(
@@ -130,11 +119,12 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
         for name, digest in data["templates"].items():
             if digests.get(name) != digest:
                 rows.append(
-                    Check(
-                        name="prompts",
-                        status="fail",
-                        detail=f"{data['call_id']}: template {name} differs from the one used",
-                        where=ctx.at(rec),
+                    _row(
+                        ctx,
+                        "prompts",
+                        "fail",
+                        f"{data['call_id']}: template {name} differs from the one used",
+                        rec,
                     )
                 )
         spec = roles.get_role(data["role"])
@@ -143,12 +133,13 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
         recorded = json.loads(_blob(ctx, data["messages"]["blob"]))
         if [list(m) for m in rendered] != recorded:
             rows.append(
-                Check(
-                    name="prompts",
-                    status="fail",
-                    detail=f"{data['call_id']}: messages are not the template rendered on the "
+                _row(
+                    ctx,
+                    "prompts",
+                    "fail",
+                    f"{data['call_id']}: messages are not the template rendered on the "
                     "recorded inputs",
-                    where=ctx.at(rec),
+                    rec,
                 )
             )
     checked = 0
@@ -157,11 +148,12 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
         built = contexts.get(data["call_id"])
         if built is None:
             rows.append(
-                Check(
-                    name="prompts",
-                    status="fail",
-                    detail=f"{data['call_id']}: request sent without a recorded context",
-                    where=ctx.at(rec),
+                _row(
+                    ctx,
+                    "prompts",
+                    "fail",
+                    f"{data['call_id']}: request sent without a recorded context",
+                    rec,
                 )
             )
             continue
@@ -170,12 +162,13 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
         expected = encode_request(data["api"], request)
         if expected != _blob(ctx, data["request"]["blob"]):
             rows.append(
-                Check(
-                    name="prompts",
-                    status="fail",
-                    detail=f"{data['call_id']} attempt {data['attempt']}: the request body is "
+                _row(
+                    ctx,
+                    "prompts",
+                    "fail",
+                    f"{data['call_id']} attempt {data['attempt']}: the request body is "
                     "not re-produced from the template, inputs and parameters",
-                    where=ctx.at(rec),
+                    rec,
                 )
             )
         checked += 1
@@ -269,7 +262,7 @@ def check_isolation(ctx: AuditContext) -> list[Check]:
     derived = 0
 
     def fail(detail: str, rec: Record) -> None:
-        rows.append(Check(name="isolation", status="fail", detail=detail, where=ctx.at(rec)))
+        rows.append(_row(ctx, "isolation", "fail", detail, rec))
 
     for rec in ctx.records:
         data = rec.data
@@ -326,11 +319,12 @@ def check_network(ctx: AuditContext) -> list[Check]:
         target = f"{rec.data['host']}:{rec.data['port']}"
         if target not in allow:
             rows.append(
-                Check(
-                    name="network",
-                    status="fail",
-                    detail=f"connection to {target} ({rec.data['address']}) is not allow-listed",
-                    where=ctx.at(rec),
+                _row(
+                    ctx,
+                    "network",
+                    "fail",
+                    f"connection to {target} ({rec.data['address']}) is not allow-listed",
+                    rec,
                 )
             )
     if not rows:
