@@ -11,20 +11,18 @@ from solver.runner import read_state
 def run_status(run_dir: Path) -> dict[str, Any]:
     reader, state = read_state(run_dir)
     holder = reader.lock_holder()
-    last_session_event = None
-    for rec in reader.records():
-        if rec.type in ("session.started", "session.ended"):
-            last_session_event = (rec.type, rec.data.get("reason"))
     if holder is not None:
         run_state = "running"
     elif state.phase == "finished":
         run_state = "finished"
-    elif last_session_event and last_session_event[0] == "session.ended":
-        run_state = "interrupted" if last_session_event[1] == "interrupted" else "stopped"
-        if last_session_event[1] == "endpoint_unavailable":
-            run_state = "waiting-for-endpoint"
-    else:
+    elif state.session_open or not state.sessions:
         run_state = "crashed"
+    elif state.session_end_reason == "interrupted":
+        run_state = "interrupted"
+    elif state.session_end_reason == "endpoint_unavailable":
+        run_state = "waiting-for-endpoint"
+    else:
+        run_state = "stopped"
     return {
         "run_dir": str(run_dir),
         "state": run_state,

@@ -107,6 +107,7 @@ class RunState:
     last_t: str = ""
     interrupted: bool = False
     session_open: bool = False  # a session started and has not recorded its end
+    session_end_reason: str = ""  # why the last session that recorded its end ended
 
     # ------------------------------------------------------------ derived views
 
@@ -155,6 +156,7 @@ class RunState:
         self.ended_wall_s += d["wall_s"]
         self.interrupted = d["reason"] == "interrupted"
         self.session_open = False
+        self.session_end_reason = d["reason"]
 
     def _probed(self, d: dict[str, Any], t: str) -> None:
         self.served_model = d["served_model"]
