@@ -91,6 +91,15 @@ _DELTA_HEAD = {
 }
 
 
+def stop_fields(end: TurnEnd, stops: tuple[str, ...]) -> tuple[str, str | None]:
+    """``stop_reason`` and ``stop_sequence``: a plain stop becomes ``stop_sequence`` only when
+    the upstream named the string it matched and the client asked for that string (research
+    b.4); an end-of-turn token the server matched on its own stays ``end_turn``."""
+    if end.reason == "stop" and end.stop_sequence is not None and end.stop_sequence in stops:
+        return "stop_sequence", end.stop_sequence
+    return STOP_REASON[end.reason], None
+
+
 def _signature_of(block: Block) -> str:
     return block.signature or _signature.mint(block.text)
 
@@ -98,9 +107,10 @@ def _signature_of(block: Block) -> str:
 class AnthropicStream:
     """Renders one turn as Anthropic SSE bytes into an internal buffer (``take``)."""
 
-    def __init__(self, message_id: str, model: str) -> None:
+    def __init__(self, message_id: str, model: str, stops: tuple[str, ...] = ()) -> None:
         self._id = message_id
         self._model = model
+        self._stops = stops
         self._out: list[bytes] = []
         self.started = False
         self.ended = False
@@ -162,9 +172,10 @@ class AnthropicStream:
         )
 
     def finish(self, end: TurnEnd) -> None:
+        stop_reason, stop_sequence = stop_fields(end, self._stops)
         payload = {
             "type": "message_delta",
-            "delta": {"stop_reason": STOP_REASON[end.reason], "stop_sequence": None},
+            "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
             "usage": anthropic_usage(end.usage),
         }
         self._out.append(sse_event("message_delta", dumps(payload)))
@@ -179,7 +190,7 @@ class AnthropicStream:
 
 
 def render_message(
-    message_id: str, model: str, blocks: list[Block], end: TurnEnd
+    message_id: str, model: str, blocks: list[Block], end: TurnEnd, stops: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """The non-streamed ``message`` object for the same blocks."""
     content: list[dict[str, Any]] = []
@@ -199,14 +210,15 @@ def render_message(
                     "input": tool_input(block.text),
                 }
             )
+    stop_reason, stop_sequence = stop_fields(end, stops)
     return {
         "id": message_id,
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": STOP_REASON[end.reason],
-        "stop_sequence": None,
+        "stop_reason": stop_reason,
+        "stop_sequence": stop_sequence,
         "usage": anthropic_usage(end.usage),
     }
 

@@ -48,7 +48,7 @@ class Front:
 def _anthropic_render(
     fr: FrontRequest, ident: str, emitter: Emitter, blocks: list[Block], end: TurnEnd
 ) -> dict[str, Any]:
-    return anthropic.render_message(ident, fr.client_model, blocks, end)
+    return anthropic.render_message(ident, fr.client_model, blocks, end, fr.request.stop)
 
 
 def _chat_render(
@@ -73,7 +73,7 @@ ANTHROPIC = Front(
     tool_id_prefix="toolu_",
     parse=parse_messages,
     new_id=lambda: short_id("msg_"),
-    emitter=lambda fr, ident: anthropic.AnthropicStream(ident, fr.client_model),
+    emitter=lambda fr, ident: anthropic.AnthropicStream(ident, fr.client_model, fr.request.stop),
     render=_anthropic_render,
     error_body=anthropic.error_body,
     failure_status=anthropic.failure_status,

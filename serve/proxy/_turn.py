@@ -63,6 +63,7 @@ class TurnEnd:
     reason: EndReason
     raw_reason: str
     usage: Usage
+    stop_sequence: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,4 +320,4 @@ class TurnState:
                     "tool_args_interleaved", "tool call arguments arrived after the call closed"
                 )
                 return self.failure
-        return TurnEnd(reason, finish.raw_reason, self.usage)
+        return TurnEnd(reason, finish.raw_reason, self.usage, finish.stop_sequence)

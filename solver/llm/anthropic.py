@@ -172,9 +172,10 @@ class AnthropicDecoder:
             self._merge_usage(message.get("usage"))
         elif kind == "message_delta":
             self._merge_usage(value.get("usage"))
-            stop = (value.get("delta") or {}).get("stop_reason")
+            delta = value.get("delta") or {}
+            stop = delta.get("stop_reason")
             if stop:
-                builder.finish(stop)
+                builder.finish(stop, delta.get("stop_sequence"))
         elif kind == "message_stop":
             builder.end(clean=True)
         elif kind == "error":
@@ -218,5 +219,5 @@ class AnthropicDecoder:
         self._merge_usage(body.get("usage"))
         stop = body.get("stop_reason")
         if stop:
-            self.builder.finish(stop)
+            self.builder.finish(stop, body.get("stop_sequence"))
         self.builder.end(clean=True)

@@ -207,7 +207,7 @@ class ChatDecoder:
                 self._tool({"index": 0, "function": legacy})
         finish = choice.get("finish_reason")
         if finish:
-            builder.finish(finish)
+            builder.finish(finish, choice.get("matched_stop"))
         elif finish == "":
             builder.cases.add("E15_empty_finish")
 

@@ -163,6 +163,9 @@ class Usage:
 class Finish:
     reason: FinishReason
     raw_reason: str = ""
+    #: the stop string that ended the output, when the server names it (SGLang's
+    #: ``matched_stop``, Anthropic's ``stop_sequence``)
+    stop_sequence: str | None = None
     type: Literal["finish"] = "finish"
 
 

@@ -218,15 +218,17 @@ class EventBuilder:
 
     # ------------------------------------------------------------ terminals
 
-    def finish(self, raw: str) -> None:
-        """A finish reason arrived; held until :meth:`end` so the usage tail can follow."""
+    def finish(self, raw: str, stop_sequence: object = None) -> None:
+        """A finish reason arrived; held until :meth:`end` so the usage tail can follow.
+        ``stop_sequence`` is kept only when it is a string (SGLang also reports token ids)."""
         if self.closed:
             return
         if self._finish is not None:
             self.cases.add("E03_duplicate_finish")
             return
         self._flush_tag_hold()
-        self._finish = Finish(map_finish_reason(raw), raw)
+        matched = stop_sequence if isinstance(stop_sequence, str) and stop_sequence else None
+        self._finish = Finish(map_finish_reason(raw), raw, matched)
 
     def error(self, kind: str, message: str, *, retryable: bool, status: int | None = None) -> None:
         """An error inside the stream: the stream's terminal, whatever comes after it."""

@@ -23,6 +23,7 @@ API::
         fault: Fault | None = None
         raw_chunks: list[bytes] | None = None         # send these exact bytes, one write each
         chunk_delay: float = 0.0                      # seconds between frames
+        matched_stop: str | int | None = None        # SGLang matched_stop / Anthropic stop_sequence
 
     @dataclass class Fault:
         status: int | None = None                     # answer with this HTTP status instead

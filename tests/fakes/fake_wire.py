@@ -42,6 +42,8 @@ class Reply:
     fault: Fault | None = None
     raw_chunks: list[bytes] | None = None
     chunk_delay: float = 0.0
+    # the stop string (or, as SGLang also reports, token id) that ended the output
+    matched_stop: str | int | None = None
 
 
 def _dump(obj: Any) -> str:
@@ -100,7 +102,12 @@ def chat_stream(
         )
         for p in pieces(args, reply.chunk_chars):
             frames.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": p}}]}))
-    frames.append(chunk({}, reply.finish_reason))
+    finish_frame = chunk({}, reply.finish_reason)
+    if reply.matched_stop is not None:
+        choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": reply.finish_reason}
+        choice["matched_stop"] = reply.matched_stop
+        finish_frame = data_frame({**head, "choices": [choice]})
+    frames.append(finish_frame)
     if usage:
         prompt, completion = usage_of(reply, prompt_chars)
         body: dict[str, Any] = {
@@ -132,7 +139,14 @@ def chat_body(reply: Reply, *, rid: str, model: str, prompt_chars: int) -> dict[
         "object": "chat.completion",
         "created": 1_700_000_000,
         "model": model,
-        "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": reply.finish_reason,
+                "matched_stop": reply.matched_stop,
+            }
+        ],
         "usage": {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -332,6 +346,12 @@ def anthropic_usage(reply: Reply, prompt_chars: int) -> dict[str, int]:
     }
 
 
+def _anthropic_stop(reply: Reply) -> tuple[str, str | None]:
+    if isinstance(reply.matched_stop, str):
+        return "stop_sequence", reply.matched_stop
+    return _ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason), None
+
+
 def anthropic_body(reply: Reply, *, rid: str, model: str, prompt_chars: int) -> dict[str, Any]:
     return {
         "id": f"msg_{rid}",
@@ -339,8 +359,8 @@ def anthropic_body(reply: Reply, *, rid: str, model: str, prompt_chars: int) -> 
         "role": "assistant",
         "model": model,
         "content": _anthropic_blocks(reply),
-        "stop_reason": _ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason),
-        "stop_sequence": None,
+        "stop_reason": _anthropic_stop(reply)[0],
+        "stop_sequence": _anthropic_stop(reply)[1],
         "usage": anthropic_usage(reply, prompt_chars),
     }
 
@@ -387,13 +407,13 @@ def anthropic_stream(reply: Reply, *, rid: str, model: str, prompt_chars: int) -
         frames.append(
             event_frame("content_block_stop", {"type": "content_block_stop", "index": index})
         )
-    stop = _ANTHROPIC_STOP.get(reply.finish_reason, reply.finish_reason)
+    stop, stop_sequence = _anthropic_stop(reply)
     frames.append(
         event_frame(
             "message_delta",
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "delta": {"stop_reason": stop, "stop_sequence": stop_sequence},
                 "usage": {"output_tokens": usage["output_tokens"]},
             },
         )

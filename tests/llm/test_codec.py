@@ -150,3 +150,33 @@ def test_anthropic_refuses_non_json_tool_arguments() -> None:
     broken = Message("assistant", (ToolCallPart("c", "f", "{not json"),))
     with pytest.raises(UnsupportedRequest, match="not JSON"):
         encode_request("anthropic", Request("m", (broken,), 10))
+
+
+def test_the_matched_stop_string_is_kept_on_the_finish_event() -> None:
+    from solver.llm.events import Finish
+
+    def finish_of(api: str, chunks: list[bytes]) -> Finish:
+        found = [e for e in decode_stream(api, chunks) if isinstance(e, Finish)]
+        assert len(found) == 1
+        return found[0]
+
+    def chat(matched: str) -> list[bytes]:
+        return [
+            b'data: {"choices":[{"delta":{"content":"4"}}]}\n\n',
+            b'data: {"choices":[{"delta":{},"finish_reason":"stop","matched_stop":%s}]}\n\n'
+            % matched.encode(),
+            b"data: [DONE]\n\n",
+        ]
+
+    assert finish_of("chat", chat('"</proof>"')).stop_sequence == "</proof>"
+    # SGLang names an EOS token by its id: no stop string was matched
+    assert finish_of("chat", chat("151336")).stop_sequence is None
+    assert finish_of("chat", chat("null")).stop_sequence is None
+    anthropic = [
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":{}}}\n\n',
+        b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":'
+        b'"stop_sequence","stop_sequence":"</proof>"},"usage":{"output_tokens":1}}\n\n',
+        b'event: message_stop\ndata: {"type":"message_stop"}\n\n',
+    ]
+    found = finish_of("anthropic", anthropic)
+    assert (found.reason, found.stop_sequence) == ("stop", "</proof>")

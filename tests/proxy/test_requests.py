@@ -128,3 +128,37 @@ def test_long_tool_names_are_shortened_upstream_and_restored() -> None:
     assert [(b.type, getattr(b, "name", None)) for b in message.content] == [
         ("tool_use", long_name)
     ]
+
+
+def test_a_matched_stop_sequence_reaches_an_anthropic_client_from_every_upstream() -> None:
+    """Research b.4: a stop the client asked for is reported as ``stop_sequence`` with the
+    string; an end-of-turn the server matched by itself stays ``end_turn``."""
+    for upstream in ("chat", "anthropic"):
+        for asked, expected in ((["END"], ("stop_sequence", "END")), ([], ("end_turn", None))):
+            reply = Reply(text="the answer is 4 ", matched_stop="END")
+            with proxied(lambda _, r=reply: r, upstream) as (fake, proxy):
+                client = anthropic_client(proxy)
+                whole = client.messages.create(
+                    model="glm", max_tokens=50, stop_sequences=asked,
+                    messages=[{"role": "user", "content": "2+2?"}],
+                )  # fmt: skip
+                with client.messages.stream(
+                    model="glm", max_tokens=50, stop_sequences=asked,
+                    messages=[{"role": "user", "content": "2+2?"}],
+                ) as stream:  # fmt: skip
+                    streamed = stream.get_final_message()
+                assert _sent(fake).get("stop", _sent(fake).get("stop_sequences", [])) == asked
+            for message in (whole, streamed):
+                assert (message.stop_reason, message.stop_sequence) == expected, upstream
+                assert message.content[0].type == "text"
+                assert message.content[0].text == "the answer is 4 "
+
+
+def test_a_stop_token_id_is_not_mistaken_for_a_stop_sequence() -> None:
+    # SGLang reports an EOS token id as an integer matched_stop
+    with proxied(lambda _: Reply(text="x", matched_stop=151336), "chat") as (_, proxy):
+        message = anthropic_client(proxy).messages.create(
+            model="glm", max_tokens=5, stop_sequences=["151336"],
+            messages=[{"role": "user", "content": "hi"}],
+        )  # fmt: skip
+    assert (message.stop_reason, message.stop_sequence) == ("end_turn", None)
