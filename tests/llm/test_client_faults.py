@@ -117,9 +117,11 @@ def test_stall_without_retries_raises_idle_timeout() -> None:
 
 
 def test_slow_prefill_within_first_byte_deadline_is_fine_even_with_short_idle() -> None:
-    slow = Reply(text="late but fine", fault=Fault(prefill_delay=0.5))
+    # the idle deadline is well under the prefill yet long enough that a loaded CI machine
+    # never stretches the gap between two frames of the burst that follows past it
+    slow = Reply(text="late but fine", fault=Fault(prefill_delay=1.5))
     with FakeEndpoint([slow]) as fake:
-        completion, _ = run(fake, deadlines=Deadlines(first_byte=10, idle=0.2), retry=ONCE)
+        completion, _ = run(fake, deadlines=Deadlines(first_byte=10, idle=0.5), retry=ONCE)
     assert completion.text == "late but fine"
 
 
@@ -290,8 +292,8 @@ def test_outside_cancellation_propagates() -> None:
 def test_headers_early_first_token_late_is_still_prefill() -> None:
     """vLLM-style: headers at once, then silence until the first token; the idle deadline must
     not cut the prefill short."""
-    late = Reply(text="after prefill", fault=Fault(stall_after_chunks=0, stall_seconds=0.6))
+    late = Reply(text="after prefill", fault=Fault(stall_after_chunks=0, stall_seconds=1.5))
     with FakeEndpoint([late]) as fake:
-        completion, rec = run(fake, deadlines=Deadlines(first_byte=10, idle=0.2), retry=ONCE)
+        completion, rec = run(fake, deadlines=Deadlines(first_byte=10, idle=0.5), retry=ONCE)
     assert completion.text == "after prefill"
     assert rec.ends[0].ttfb_s is not None and rec.ends[0].ttft_s is not None

@@ -5,6 +5,7 @@ deadline holds, and failover happens only before any model output."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import anthropic
@@ -124,7 +125,9 @@ def test_failover_before_output_and_not_after(tmp_path: Path) -> None:
             assert ask(front, proxy, stream=True, tools=False).text == "from the backup"
         assert len(fake.requests) == 3
     stalled = Reply(text="half an answer " * 4, chunk_chars=4, fault=Fault(stall_after_chunks=4))
-    with proxied(lambda _: stalled, "chat", deadlines=FAST, second=[]) as (_, proxy):
+    # a generous first-byte budget: only the stall after output may end this one
+    after_output = replace(FAST, first_byte=10)
+    with proxied(lambda _: stalled, "chat", deadlines=after_output, second=[]) as (_, proxy):
         assert _fails("anthropic", proxy, stream=True)
         assert proxy.backup.requests == []  # type: ignore[attr-defined]
 
