@@ -22,10 +22,19 @@ local: $(BIN)/activate
 	$(PY) -m pip install --quiet -e '.[local]'
 	$(BIN)/solver local install
 
+# The demo talks only to the server `solver local up` just started (found through the endpoint
+# descriptor it writes, so the run records the GGUF's digest). Endpoint, model and key settings
+# in the user's environment would outrank that descriptor and send the problem, and the key,
+# elsewhere: the solve runs without them.
+DEMO_UNSET := SOLVER_ENDPOINT SOLVER_MODEL SOLVER_API SOLVER_API_KEY \
+  OPENAI_BASE_URL OPENAI_API_KEY ANTHROPIC_BASE_URL ANTHROPIC_API_KEY
+DEMO_RUNS ?= runs
+
 demo: local
 	$(BIN)/solver local up
-	@run=runs/demo-$$(date -u +%Y%m%dT%H%M%SZ); \
-	$(BIN)/solver solve examples/sum-of-two-odd-squares.md --config examples/demo.toml \
+	@run=$(DEMO_RUNS)/demo-$$(date -u +%Y%m%dT%H%M%SZ); \
+	env $(addprefix -u ,$(DEMO_UNSET)) \
+	  $(BIN)/solver solve examples/sum-of-two-odd-squares.md --config examples/demo.toml \
 	  --run-dir $$run && \
 	$(BIN)/solver audit $$run && \
 	$(BIN)/solver report $$run --html $$run.html > $$run.md && \
