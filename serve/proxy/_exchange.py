@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -301,10 +302,7 @@ class Exchange:
             self._deliver(decoder.fail(reason, _ABORT_MESSAGES[reason], retryable=retryable), turn)
         except Http1Error as exc:
             kind = "reset" if exc.connected else "connect"
-            message = f"upstream {provider.name}: {exc}"[:300]
-            key = provider.api_key()
-            if key:
-                message = message.replace(key, "***")
+            message = self.state.redact(f"upstream {provider.name}: {exc}")[:300]
             self._deliver(decoder.fail(kind, message, retryable=True), turn)
         finally:
             self._scope = None
@@ -364,6 +362,8 @@ class Exchange:
                 body = self.front.render(self.fr, self._ident, emitter, turn.blocks, outcome)
                 await self._json(200, body)
             return
+        # the upstream wrote this message (an in-stream error may quote the key it refused)
+        outcome = replace(outcome, message=self.state.redact(outcome.message))
         record.status = {
             "idle_timeout": "upstream_idle",
             "first_byte_timeout": "upstream_idle",
@@ -380,6 +380,7 @@ class Exchange:
     async def _refuse(self, status: int, message: str) -> None:
         """A request the chosen upstream cannot take (found while encoding it for that
         provider); called from an except clause, so it swallows the client going away."""
+        message = self.state.redact(message)
         try:
             if self._writer.started:
                 self.emitter.fail(TurnFailure("bad_request", message, status))

@@ -10,7 +10,7 @@ from pathlib import Path
 from ._config import Provider, ProxyConfig, ProxyConfigError
 from ._metrics import Metrics
 from ._telemetry import RequestRecord, TelemetryWriter
-from ._upstream import UpstreamClients
+from ._upstream import UpstreamClients, redact
 
 
 class Breaker:
@@ -80,7 +80,15 @@ class ProxyState:
             persist_active(state_file, name)
         return provider
 
+    def redact(self, text: str) -> str:
+        """``text`` without any upstream key or the proxy's token (read now: keys come from
+        the environment and may change while the proxy runs)."""
+        secrets = [p.api_key() for p in self.config.providers]
+        return redact(text, [*secrets, self.config.token])
+
     def record(self, record: RequestRecord) -> None:
+        if record.error:
+            record.error = self.redact(record.error)[:300]
         if self.telemetry is not None:
             self.telemetry.put(record)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import ssl
+from collections.abc import Iterable
 from dataclasses import replace
 
 import httpx
@@ -98,6 +99,24 @@ def headers(provider: Provider, request_id: str) -> dict[str, str]:
     return out
 
 
+_PARTIAL_MIN = 8  # a cut-off key tail shorter than this says nothing about the key
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """``text`` with every secret replaced by ``***``, including a key cut off at the end of a
+    truncated message. The one filter every upstream-provided message passes before it is
+    shown to a client or stored (an upstream may echo the key it refused)."""
+    for secret in secrets:
+        if not secret:
+            continue
+        text = text.replace(secret, "***")
+        for size in range(min(len(secret) - 1, len(text)), _PARTIAL_MIN - 1, -1):
+            if text.endswith(secret[:size]):
+                text = text[:-size] + "***"
+                break
+    return text
+
+
 def url(provider: Provider) -> str:
     return provider.url(PATHS[provider.api])
 
@@ -122,10 +141,7 @@ async def status_failure(response: Http1Response, provider: Provider) -> TurnFai
         body = await response.aread(_ERROR_BODY_LIMIT)
     except Http1Error:
         body = b""
-    message = _message_of(body) or response.reason_phrase
-    key = provider.api_key()
-    if key:
-        message = message.replace(key, "***")
+    message = redact(_message_of(body) or response.reason_phrase, [provider.api_key()])
     status = response.status_code
     retryable = status in (408, 409, 429) or (status >= 500 and status != 501)
     return TurnFailure(
