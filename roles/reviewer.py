@@ -4,6 +4,10 @@ Sees the problem, the proof text and that one report. Output contract: a JSON ob
 ``{"reviews": [{"id", "decision": "confirmed"|"rejected", "severity", "reason"}]}``. A finding
 without a clear rejection is confirmed: that is the conservative reading of missing or broken
 output, so :meth:`Output.decision_for` answers "confirmed" for any id it did not parse.
+
+Only the JSON block can reject, and only with a bare rejection word as the decision ("rejected",
+not "rejected, although it is a gap"). Prose can confirm a finding but never reject one: a
+sentence like "F1 should not be rejected" mentions the word without meaning it.
 """
 
 from __future__ import annotations
@@ -75,17 +79,28 @@ def confirmed_findings(findings: tuple[Finding, ...], review: Output) -> tuple[F
     return tuple(kept)
 
 
-_REJECT = {"rejected", "reject", "invalid", "false", "incorrect", "dismissed", "wrong", "no"}
+_REJECT_WORDS: frozenset[tuple[str, ...]] = frozenset(
+    {
+        ("rejected",),
+        ("reject",),
+        ("dismissed",),
+        ("invalid",),
+        ("incorrect",),
+        ("wrong",),
+        ("false",),
+        ("not", "confirmed"),
+        ("not", "valid"),
+    }
+)
 
 
 def _decision(value: object) -> Decision:
+    """Rejected only when the whole decision is a rejection; anything else, booleans and
+    hedged phrases included, confirms (the conservative reading)."""
     if isinstance(value, bool):
-        return "confirmed" if value else "rejected"
-    words = re.findall(r"[a-z]+", str(value).lower())
-    # Only an explicit rejection rejects; "not confirmed" is read as rejected too.
-    if words and (words[0] in _REJECT or words[:2] == ["not", "confirmed"]):
-        return "rejected"
-    return "confirmed"
+        return "confirmed"
+    words = tuple(re.findall(r"[a-z]+", str(value).lower()))
+    return "rejected" if words in _REJECT_WORDS else "confirmed"
 
 
 def _reviews(raw: Any) -> tuple[Review, ...]:
@@ -116,8 +131,8 @@ def _accept(value: dict[str, Any]) -> bool:
     return "reviews" in keys or "decisions" in keys
 
 
-_PROSE = re.compile(
-    r"\b(F\d{1,4})\b[^\n]{0,40}?\b(confirmed|rejected)\b(?:[^\w\n]{0,5}([^\n]{0,300}))?",
+_PROSE_CONFIRMED = re.compile(
+    r"\b(F\d{1,4})\b[^\n]{0,40}?\bconfirmed\b(?:[^\w\n]{0,5}([^\n]{0,300}))?",
     re.IGNORECASE,
 )
 
@@ -132,15 +147,15 @@ def parse(text: str) -> Output:
         if reviews:
             return Output(parsed=True, reviews=reviews)
         return CONSERVATIVE.model_copy(update={"parse_note": "JSON block with no reviews"})
+    # Prose only ever confirms (the default anyway); it is read to keep the reviewer's reasons.
     prose = [
-        Review(
-            finding_id=ident,
-            decision=_decision(word),
-            severity=None,
-            reason=(reason or "").strip(),
-        )
-        for ident, word, reason in _PROSE.findall(visible)
+        Review(finding_id=ident, decision="confirmed", severity=None, reason=reason.strip())
+        for ident, reason in _PROSE_CONFIRMED.findall(visible)
     ]
     if prose:
-        return Output(parsed=True, parse_note="decisions read from prose", reviews=tuple(prose))
+        return Output(
+            parsed=False,
+            parse_note="no JSON block; prose confirmations only (prose never rejects)",
+            reviews=tuple(prose),
+        )
     return CONSERVATIVE

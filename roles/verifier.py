@@ -4,6 +4,9 @@ Sees the problem and the proof text (thinking and self-assessment stripped). Out
 JSON object ``{"findings": [{"id", "location", "severity", "explanation"}], "verdict"}`` where
 ``location`` quotes the proof and severity is critical | major | minor. A "pass" that carries a
 critical or major finding counts as a fail; output that does not parse counts as a fail.
+
+Only the JSON block can pass a proof, and only with a bare "pass": a qualified verdict ("pass
+with reservations") is a fail, and prose without the block can fail a proof but never pass it.
 """
 
 from __future__ import annotations
@@ -78,14 +81,16 @@ def normalise_severity(value: object) -> Severity:
 
 
 def _verdict_word(value: object) -> Literal["pass", "fail", "missing"]:
+    """A pass must be unqualified: any other word beside it ("pass with reservations", "pass
+    but not rigorous") makes the verdict a fail, since the model itself hedged."""
     if isinstance(value, bool):
         return "pass" if value else "fail"
     words = re.findall(r"[a-z]+", str(value).lower())
     if not words:
         return "missing"
-    if words[0] in _PASS_WORDS and not _FAIL_WORDS.intersection(words):
+    if len(words) == 1 and words[0] in _PASS_WORDS:
         return "pass"
-    if _FAIL_WORDS.intersection(words) or words[0] in {"not"}:
+    if _PASS_WORDS.intersection(words) or _FAIL_WORDS.intersection(words) or words[0] == "not":
         return "fail"
     return "missing"
 
@@ -122,25 +127,25 @@ def _accept(value: dict[str, Any]) -> bool:
 
 
 _PROSE_VERDICT = re.compile(r"verdict\W{0,6}(pass(?:ed)?|fail(?:ed)?)\b", re.IGNORECASE)
-_PROSE_BLOCKING = re.compile(r"\b(critical|major)\b", re.IGNORECASE)
 
 
 def _from_prose(text: str) -> Output:
-    verdicts = _PROSE_VERDICT.findall(text)
-    if not verdicts:
-        return CONSERVATIVE
-    stated: Literal["pass", "fail"] = "pass" if verdicts[-1].lower().startswith("p") else "fail"
-    if stated == "pass" and _PROSE_BLOCKING.search(text):
-        return CONSERVATIVE.model_copy(
-            update={"parse_note": "prose verdict 'pass' beside a critical/major mention"}
+    """Without the JSON block only a fail is believed: a prose "pass" may sit beside prose
+    that describes a serious gap, and an unreadable report must never accept a proof."""
+    verdicts = [v.lower() for v in _PROSE_VERDICT.findall(text)]
+    if any(v.startswith("f") for v in verdicts):
+        return Output(
+            parsed=True,
+            parse_note="verdict 'fail' read from prose (no JSON block)",
+            findings=(),
+            verdict="fail",
+            stated_verdict="fail",
         )
-    return Output(
-        parsed=True,
-        parse_note="verdict read from prose (no JSON block)",
-        findings=(),
-        verdict=stated,
-        stated_verdict=stated,
-    )
+    if verdicts:
+        return CONSERVATIVE.model_copy(
+            update={"parse_note": "prose verdict 'pass' without the JSON block counts as fail"}
+        )
+    return CONSERVATIVE
 
 
 def parse(text: str) -> Output:
@@ -155,7 +160,10 @@ def parse(text: str) -> Output:
     blocking = any(f.severity in BLOCKING for f in findings)
     verdict: Literal["pass", "fail"] = "pass" if stated == "pass" and not blocking else "fail"
     note = ""
-    if stated == "missing":
+    raw_words = re.findall(r"[a-z]+", str(data.get("verdict", "")).lower())
+    if stated == "fail" and raw_words[:1] and raw_words[0] in _PASS_WORDS:
+        note = "a qualified 'pass' counts as fail"
+    elif stated == "missing":
         note = "no verdict in the JSON block"
     elif stated == "pass" and blocking:
         note = "verdict 'pass' with a critical or major finding counts as fail"

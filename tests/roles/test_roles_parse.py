@@ -128,8 +128,42 @@ def test_verifier_conservative_outcomes() -> None:
     assert not verifier.CONSERVATIVE.passed
     out = verifier.parse('{"findings": [], "verdict": "perhaps"}')
     assert not out.parsed and not out.passed
-    assert verifier.parse("Verdict: PASS").passed
     assert not verifier.parse("Verdict: pass, apart from a major gap in step 2").passed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Verdict: PASS",
+        "I found a serious gap in the induction step: the base case is never checked.\n\n"
+        "Verdict: pass",
+    ],
+)
+def test_verifier_prose_pass_is_the_conservative_fail(text: str) -> None:
+    out = verifier.parse(text)
+    assert not out.passed and not out.parsed and out.verdict == "fail"
+
+
+def test_verifier_prose_fail_is_kept() -> None:
+    out = verifier.parse("The bound in step 3 is false.\n\nVerdict: FAIL")
+    assert out.parsed and out.verdict == "fail" and out.stated_verdict == "fail"
+    # A fail anywhere in prose wins over a later pass.
+    assert not verifier.parse("Verdict: fail.\nOn reflection... Verdict: pass").passed
+
+
+@pytest.mark.parametrize(
+    "verdict",
+    ["pass with reservations: not fully rigorous", "pass, but not rigorous", "PASS?? mostly"],
+)
+def test_verifier_qualified_json_pass_is_a_fail(verdict: str) -> None:
+    out = verifier.parse(json.dumps({"findings": [], "verdict": verdict}))
+    assert out.parsed and not out.passed and out.verdict == "fail"
+    assert out.stated_verdict == "fail" and "qualified" in out.parse_note
+
+
+@pytest.mark.parametrize("verdict", ["pass", "PASS.", "Passed", True])
+def test_verifier_bare_json_pass_passes(verdict: object) -> None:
+    assert verifier.parse(json.dumps({"findings": [], "verdict": verdict})).passed
 
 
 def test_verifier_assigns_missing_and_duplicate_ids() -> None:
@@ -164,11 +198,47 @@ def test_reviewer_round_trip_and_default_confirmation() -> None:
     assert missing.decision == "confirmed" and missing.severity == "minor"
     assert reviewer.parse("no idea").decision_for("F1").decision == "confirmed"
     assert reviewer.parse("no idea") == reviewer.CONSERVATIVE
-    prose = reviewer.parse("F1: rejected, the bound holds.\nF2 - confirmed.")
-    assert prose.decision_for("F1").decision == "rejected"
+    prose = reviewer.parse("F1: rejected, the bound holds.\nF2 - confirmed, a real gap.")
     assert prose.decision_for("F2").decision == "confirmed"
+    assert prose.decision_for("F2").reason == "a real gap."
     contradictory = reviewer.parse("F1: rejected\nF1: confirmed")
     assert contradictory.decision_for("F1").decision == "confirmed"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "F1 should not be rejected; it is a real gap.",
+        "F1: rejected, the bound holds.",
+        "F1 - REJECTED",
+    ],
+)
+def test_reviewer_prose_never_rejects(text: str) -> None:
+    out = reviewer.parse(text)
+    assert out.decision_for("F1", "major").decision == "confirmed"
+    assert reviewer.confirmed_findings(
+        (verifier.Finding(id="F1", location="x", severity="major", explanation="y"),), out
+    )
+
+
+@pytest.mark.parametrize(
+    ("decision", "expected"),
+    [
+        ("rejected", "rejected"),
+        ("Rejected.", "rejected"),
+        ("not confirmed", "rejected"),
+        ("rejected, although it is a real gap", "confirmed"),
+        ("should not be rejected", "confirmed"),
+        ("no", "confirmed"),
+        (False, "confirmed"),
+        ("confirmed", "confirmed"),
+    ],
+)
+def test_reviewer_rejects_only_on_a_bare_structured_rejection(
+    decision: object, expected: str
+) -> None:
+    body = {"reviews": [{"id": "F1", "decision": decision, "reason": "r"}]}
+    assert reviewer.parse(json.dumps(body)).decision_for("F1").decision == expected
 
 
 @pytest.mark.parametrize(
