@@ -273,7 +273,8 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 @group.command("check")
 @click.option("--endpoint", default=None, help="Base URL (default: the running `serve up`).")
 @click.option("--baseline", type=click.Path(path_type=Path), default=None,
-              help="A saved report to compare with; regressions fail the check.")  # fmt: skip
+              help="A saved report to compare with: only regressions fail the check, "
+              "failures the baseline also had are noted.")  # fmt: skip
 @click.option("--save-baseline", type=click.Path(path_type=Path), default=None,
               help="Write this run's report as a baseline.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -305,7 +306,7 @@ def check_command(
     """Canary probes for numerics that pass short prompts and fail long reasoning."""
     from serve.canary import (
         CanaryOptions,
-        compare,
+        apply_baseline,
         load_baseline,
         render_table,
         run_canary,
@@ -324,8 +325,8 @@ def check_command(
         progress=lambda line: click.echo(f"check: {line}", err=True),
     )
     report = run_canary(_endpoint_or_descriptor(endpoint), options)
-    if old is not None:
-        report.regressions = compare(report, old)
+    if old is not None and baseline is not None:
+        apply_baseline(report, old, str(baseline))
     if save_baseline is not None:
         _json_out(report.as_json(), save_baseline)
     if as_json:

@@ -109,3 +109,19 @@ def answer_left_in_reasoning(brain: Brain) -> Brain:
         return reply
 
     return wrapped
+
+
+def batch_variant(brain: Brain, same_for: int) -> Brain:
+    """The first ``same_for`` answers to each prompt agree, later ones differ: repeats in a row
+    match, the same prompt inside a batch does not (stock SGLang without deterministic mode)."""
+    seen: dict[str, int] = {}
+
+    def wrapped(request: RecordedRequest) -> Reply:
+        reply = brain(request)
+        count = seen.get(request.user_text, 0)
+        seen[request.user_text] = count + 1
+        if count >= same_for and reply.text and not reply.tool_calls:
+            reply.text += f" variant {count}"
+        return reply
+
+    return wrapped

@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from serve.canary import CanaryOptions, CanaryReport, compare, load_baseline, run_canary
+from serve.canary import (
+    CanaryOptions,
+    CanaryReport,
+    apply_baseline,
+    compare,
+    load_baseline,
+    render_table,
+    run_canary,
+)
 from solver.errors import ConfigError, EndpointUnavailable
+from tests.fakes import fake_endpoint
 from tests.fakes.fake_endpoint import FakeEndpoint
 from tests.serve import canary_brain as brain
 
@@ -18,6 +28,23 @@ OPTIONS = CanaryOptions(repeats=3, batch_sizes=(4,), chain_steps=300, timeout=60
 
 def run(responder: brain.Brain, context_length: int | None = 65_536) -> CanaryReport:
     with FakeEndpoint(responder, context_length=context_length) as fake:
+        report = run_canary(fake.url, OPTIONS)
+        assert fake.errors == []
+    return report
+
+
+def run_sglang(responder: brain.Brain, server_info: dict[str, Any]) -> CanaryReport:
+    """As run(), with a /server_info answer as SGLang gives it (server arguments flattened)."""
+
+    class Handler(fake_endpoint._Handler):
+        def do_GET(self) -> None:
+            if self.path == "/server_info":
+                self._send_json(200, server_info)
+            else:
+                super().do_GET()
+
+    with FakeEndpoint(responder, context_length=65_536) as fake:
+        fake._server.RequestHandlerClass = Handler
         report = run_canary(fake.url, OPTIONS)
         assert fake.errors == []
     return report
@@ -105,3 +132,44 @@ def test_bad_baseline_and_unreachable_endpoint(tmp_path: Path) -> None:
         load_baseline(tmp_path / "missing.json")
     with pytest.raises(EndpointUnavailable):
         run_canary("http://127.0.0.1:9", OPTIONS)
+
+
+def test_batch_difference_on_stock_sglang_is_a_warning() -> None:
+    # repeats agree, batches differ: what SGLang does without deterministic inference
+    responder = brain.batch_variant(brain.healthy, same_for=OPTIONS.repeats)
+    info = {"version": "0.5.23", "enable_deterministic_inference": False}
+    report = run_sglang(responder, info)
+    got = status(report)
+    assert got["determinism-repeat"] == "pass"
+    assert got["determinism-batch"] == "warn"
+    batch = next(p for p in report.probes if p.name == "determinism-batch")
+    assert "--enable-deterministic-inference" in batch.summary
+    assert report.passed
+    assert report.server["enable_deterministic_inference"] is False
+
+
+def test_batch_difference_with_deterministic_inference_fails() -> None:
+    responder = brain.batch_variant(brain.healthy, same_for=OPTIONS.repeats)
+    info = {"version": "0.5.23", "enable_deterministic_inference": True}
+    report = run_sglang(responder, info)
+    assert status(report)["determinism-batch"] == "fail"
+    assert not report.passed
+
+
+def test_failure_the_baseline_had_is_not_a_failure(tmp_path: Path) -> None:
+    first = run(brain.answer_left_in_reasoning(brain.healthy))
+    assert not first.passed
+    baseline_file = tmp_path / "baseline.json"
+    baseline_file.write_text(json.dumps(first.as_json()))
+    baseline = load_baseline(baseline_file)
+    again = run(brain.answer_left_in_reasoning(brain.healthy))
+    apply_baseline(again, baseline, str(baseline_file))
+    assert again.regressions == []
+    assert again.known_failures == ["reasoning-split"]
+    assert again.passed
+    assert "known failures" in render_table(again) and "PASSED" in render_table(again)
+    # a failure the baseline did not have still fails the check
+    worse = run(brain.string_tool_arguments(brain.answer_left_in_reasoning(brain.healthy)))
+    apply_baseline(worse, baseline, str(baseline_file))
+    assert [r.split(":")[0] for r in worse.regressions] == ["tool-call"]
+    assert not worse.passed
