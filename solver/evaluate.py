@@ -3,7 +3,8 @@
 Layout of an evaluation directory (``--out``, default ``evals/<set-stem>``)::
 
     OUT/EVAL.json                  what is evaluated: the set's path and SHA-256, problem ids,
-                                   N, G, and the directory name of each problem
+                                   N, G and the other solve settings (fixed: a later invocation
+                                   with other settings is refused), the directory of each problem
     OUT/<problem>/run-<n>/         one normal run directory per problem and run (n = 1..N)
     OUT/results.json               every run's score, per-problem and total mean and spread
     OUT/results.md                 the same for people ("P1 7/7 ... total 37/42")
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from solver.config import ResolvedSettings
+from solver.config import ResolvedSettings, Settings
 from solver.errors import InputError, SolverError, exit_code_for
 from solver.loop.engine import Progress
 from solver.loop.state import CallState, RunState
@@ -166,10 +167,46 @@ class JobResult:
     skipped: bool = False  # finished before this invocation
 
 
+def run_settings(settings: Settings, *, solve: bool) -> dict[str, Any]:
+    """The settings that decide how a run of an evaluation is solved and graded. They are
+    fixed for an evaluation directory: a resumed run keeps the settings it started with, so a
+    change would mix runs made differently under one header."""
+    fixed: dict[str, Any] = {
+        "graders": settings.grading.evaluation_graders,
+        "reconcile_spread": settings.grading.reconcile_spread,
+        "model": settings.model,
+    }
+    if solve:
+        fixed |= {
+            "candidates": settings.candidates,
+            "verifications": settings.acceptance.verifications,
+            "accept": settings.acceptance.accepted_needed,
+            "max_calls": settings.budget.calls,
+            "max_tokens": settings.budget.total_tokens,
+            "max_wall": settings.budget.wall_clock_s,
+        }
+    return fixed
+
+
+def _changed(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """The settings that differ, as "name was X, now Y" (empty when none)."""
+    return ", ".join(
+        f"{name} was {before[name]}, now {now.get(name)}"
+        for name in sorted(before)
+        if name in now and before[name] != now[name]
+    )
+
+
 def prepare_out(
-    out_dir: Path, identity: dict[str, Any], *, kind: str, extra: dict[str, Any]
+    out_dir: Path,
+    identity: dict[str, Any],
+    *,
+    kind: str,
+    extra: dict[str, Any],
+    settings: dict[str, Any],
 ) -> dict[str, Any]:
-    """Create OUT/EVAL.json, or check that OUT holds an evaluation of the same input.
+    """Create OUT/EVAL.json, or check that OUT holds an evaluation of the same input made
+    with the same ``settings`` (see :func:`run_settings`; InputError otherwise).
     Returns the directory names of the items (kept from the first invocation)."""
     path = out_dir / EVAL_FILE
     if out_dir.exists() and not out_dir.is_dir():
@@ -184,13 +221,30 @@ def prepare_out(
                 f"{out_dir}: holds an evaluation of other input "
                 f"({existing.get('input', {}).get('path')}); use another --out"
             )
+        # A directory from before settings were recorded still names its G.
+        before = existing.get("settings") or {
+            "graders": existing.get("graders", settings["graders"])
+        }
+        changed = _changed(before, settings)
+        if changed:
+            raise InputError(
+                f"{out_dir}: its runs were made with other settings ({changed}); "
+                "repeat the first command's settings or use another --out"
+            )
         names: dict[str, str] = existing["dirs"]
-        data = {**existing, **extra}
+        data = {**existing, **extra, "settings": {**settings, **before}}
     else:
         if out_dir.is_dir() and any(out_dir.iterdir()):
             raise InputError(f"{out_dir}: not empty and not an evaluation; use another --out")
         names = directory_names(list(identity["items"]))
-        data = {"format": EVAL_FORMAT, "kind": kind, "input": identity, "dirs": names, **extra}
+        data = {
+            "format": EVAL_FORMAT,
+            "kind": kind,
+            "input": identity,
+            "dirs": names,
+            **extra,
+            "settings": settings,
+        }
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
     return names

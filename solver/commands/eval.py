@@ -21,6 +21,7 @@ from solver.evaluate import (
     file_digest,
     looks_finished,
     prepare_out,
+    run_settings,
 )
 from solver.evaluate_calibrate import calibration_report, load_graded, write_calibration
 from solver.evaluate_output import score_line, write_results
@@ -264,11 +265,13 @@ def run(
     out_dir = out_dir or Path("evals") / set_path.stem
     problems = list(problem_set.problems)
     identity = {"digest": file_digest(set_path), "items": [p.id for p in problems]}
+    graders = resolved.settings.grading.evaluation_graders
     names = prepare_out(
         out_dir,
         identity,
         kind="set",
         extra={"set_path": str(set_path), "runs": runs, "graders": graders},
+        settings=run_settings(resolved.settings, solve=True),
     )
     jobs = [
         Job(p.id, n, out_dir / names[p.id] / f"run-{n}", p)
@@ -369,8 +372,13 @@ def calibrate(
     )
     out_dir = out_dir or Path("evals") / f"calibrate-{file.stem}"
     identity = {"digest": file_digest(file), "items": [i.item for i in items]}
+    graders = resolved.settings.grading.evaluation_graders
     names = prepare_out(
-        out_dir, identity, kind="calibration", extra={"file": str(file), "graders": graders}
+        out_dir,
+        identity,
+        kind="calibration",
+        extra={"file": str(file), "graders": graders},
+        settings=run_settings(resolved.settings, solve=False),
     )
     jobs = [Job(i.item, 1, out_dir / names[i.item], i.problem, given_proof=i.proof) for i in items]
     _emit(
