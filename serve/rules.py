@@ -12,8 +12,9 @@ from serve.option_table import version_key
 from serve.recipe import Deployment
 from serve.validate import Finding, ParsedArgs
 
-# python/sglang/srt/speculative/spec_info.py (0.5.23): the built-in algorithm names.
-SPECULATIVE_ALGORITHMS = (
+# python/sglang/srt/speculative/spec_info.py: the SpeculativeAlgorithm members per release.
+# SGLang upper-cases --speculative-algorithm before the lookup, so "nextn" is NEXTN.
+_ALGORITHMS_0_5_19 = (
     "EAGLE",
     "EAGLE3",
     "NEXTN",
@@ -21,8 +22,13 @@ SPECULATIVE_ALGORITHMS = (
     "NGRAM",
     "DFLASH",
     "DSPARK",
-    "UNO",
+    "FROZEN_KV_MTP",
 )
+SPECULATIVE_ALGORITHMS_BY_VERSION = {
+    "0.5.19": _ALGORITHMS_0_5_19,
+    "0.5.23": (*_ALGORITHMS_0_5_19, "UNO"),
+}
+SPECULATIVE_ALGORITHMS = SPECULATIVE_ALGORITHMS_BY_VERSION["0.5.23"]
 _CHAIN_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN")
 # The first ROCm image with the gfx950 Block-FP8 GEMM fix (sglang#28685, rocm-libraries#8639).
 GFX950_FIXED_ROCM = 720
@@ -33,6 +39,16 @@ REMOVED_ENV = {
     "SGLANG_ENABLE_SPEC_V2": ("0.5.14", "speculative decoding always uses the V2 worker"),
 }
 _GLM_NEW_TOOL_FORMAT = re.compile(r"GLM-(4\.7|5)", re.IGNORECASE)
+
+
+def speculative_algorithms(version: str) -> tuple[str, ...]:
+    """The names of the newest listed release not newer than ``version`` (else the oldest)."""
+    listed = sorted(SPECULATIVE_ALGORITHMS_BY_VERSION, key=version_key)
+    chosen = listed[0]
+    for candidate in listed:
+        if version_key(candidate) <= version_key(version):
+            chosen = candidate
+    return SPECULATIVE_ALGORITHMS_BY_VERSION[chosen]
 
 
 def server_rules(parsed: ParsedArgs, *, model: str, version: str, process: str) -> list[Finding]:
@@ -121,13 +137,15 @@ def server_rules(parsed: ParsedArgs, *, model: str, version: str, process: str) 
             )
 
     # speculative_hook.py: algorithm names are free strings at parse time.
-    algorithm = parsed.text("speculative_algorithm")
-    if algorithm:
-        if algorithm.upper() not in SPECULATIVE_ALGORITHMS or algorithm != algorithm.upper():
+    given = parsed.text("speculative_algorithm")
+    if given:
+        algorithm = given.upper()
+        known = speculative_algorithms(version)
+        if algorithm not in known:
             error(
                 "speculative-algorithm",
                 "--speculative-algorithm",
-                f"{algorithm!r} is not a built-in algorithm ({', '.join(SPECULATIVE_ALGORITHMS)})",
+                f"{given!r} is not a built-in algorithm of SGLang {version} ({', '.join(known)})",
             )
         topk = parsed.integer("speculative_eagle_topk", 1)
         steps = parsed.integer("speculative_num_steps", -1)

@@ -149,6 +149,25 @@ def test_cross_flag_rules() -> None:
     assert rules("--tp-size 8 --cp-strategy zigzag") == ["zigzag-needs-deepep"]
 
 
+def test_speculative_algorithm_names_per_version() -> None:
+    def rules(args: str, version: str) -> list[str]:
+        return [e.rule for e in errors_of(validate_args(args.split(), version))]
+
+    # SGLang upper-cases the name, so lower case is valid
+    assert rules("--speculative-algorithm nextn", "0.5.23") == []
+    assert rules("--speculative-algorithm FROZEN_KV_MTP", "0.5.19") == []
+    assert rules("--speculative-algorithm FROZEN_KV_MTP", "0.5.23") == []
+    assert rules("--speculative-algorithm UNO", "0.5.23") == []
+    (uno,) = errors_of(validate_args("--speculative-algorithm UNO".split(), "0.5.19"))
+    assert uno.rule == "speculative-algorithm" and "0.5.19" in uno.message
+    # the draft-token rule applies to the upper-cased name
+    assert rules(
+        "--speculative-algorithm nextn --speculative-num-steps 5 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+        "0.5.23",
+    ) == ["eagle-draft-tokens"]
+
+
 def test_old_rocm_image_is_rejected_for_gfx950() -> None:
     recipe = load("glm52-fp8-mi355x")
     old = recipe.model_copy(update={"image": "lmsysorg/sglang-rocm:v0.5.13-rocm720-mi35x-20260601"})
