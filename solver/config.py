@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
@@ -101,7 +102,32 @@ class Settings(_Section):
         data = self.model_dump(mode="json")
         if self.api_key is not None:
             data["api_key"] = "***"
+        if self.endpoint is not None:
+            data["endpoint"] = mask_url(self.endpoint)
         return data
+
+
+MASK = "***"
+
+
+def mask_url(url: str) -> str:
+    """The URL with its user info and every query value replaced by ``***``: both are where
+    credentials hide in an endpoint URL (``https://user:token@host/v1?key=...``)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:  # not a URL we can take apart: show none of it rather than a secret
+        return MASK
+    netloc = parts.netloc
+    if parts.username is not None or parts.password is not None:
+        host = f"[{host}]" if ":" in host else host
+        netloc = f"{MASK}@{host}" + (f":{port}" if port is not None else "")
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(name, MASK) for name, _ in pairs], safe="*", quote_via=quote)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 @dataclass(frozen=True)
@@ -112,6 +138,13 @@ class ResolvedSettings:
 
 
 # ---------------------------------------------------------------- layering
+
+
+def _sections() -> set[str]:
+    """Dotted names of the tables a config file may hold (possibly empty)."""
+    tables = {"roles", "budget", "timeouts", "retry", "acceptance", "grading"}
+    tables.update(f"roles.{name}" for name in ROLE_NAMES)
+    return tables
 
 
 def _flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -172,8 +205,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     flat = _flatten(data)
     known = _known_keys()
-    for key in flat:
-        if key not in known:
+    sections = _sections()
+    for key, value in list(flat.items()):
+        if key in sections and value == {}:
+            del flat[key]  # an empty table such as `[budget]` sets nothing
+        elif key not in known:
             raise ConfigError(f"{path}: unknown key '{key}'")
     return flat
 
@@ -209,7 +245,9 @@ def resolve_settings(
     """Resolve defaults < file < environment < flags. ``flags`` uses dotted keys; None values
     mean "not given" and are skipped."""
     env = os.environ if env is None else env
-    merged: dict[str, Any] = {}
+    # Every role starts from its defaults, so a file or flag that sets one role's values
+    # changes that role and leaves the other five in place.
+    merged: dict[str, Any] = {"roles": {name: {} for name in ROLE_NAMES}}
     sources: dict[str, str] = dict.fromkeys(_flatten(Settings().model_dump()), "default")
 
     file_path = config_file

@@ -139,3 +139,67 @@ def test_config_show_bad_file_exits_2(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "unknown key 'nonsense'" in result.output
     assert "Traceback" not in result.output
+
+
+ROLES = ("generator", "verifier", "reviewer", "reviser", "grader", "selector")
+
+
+def test_a_file_setting_one_role_keeps_the_other_five(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "solver.toml").write_text("[roles.generator]\nmax_tokens = 512\n")
+    resolved = resolve_settings(env={}, cwd=tmp_path)
+    assert sorted(resolved.settings.roles) == sorted(ROLES)
+    assert resolved.settings.roles["generator"].max_tokens == 512
+    assert resolved.settings.roles["verifier"].max_tokens == 256_000
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["config", "show", "--json"], env={})
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)["settings"]
+    for role in ROLES:
+        assert f"roles.{role}.temperature" in data
+    assert data["roles.verifier.max_tokens"] == {"value": 256_000, "source": "default"}
+    assert data["roles.generator.max_tokens"]["source"] == str(tmp_path / "solver.toml")
+
+
+def test_a_flag_setting_one_role_keeps_the_others(tmp_path: Path) -> None:
+    flags = {"roles.grader.max_tokens": 100}
+    settings = resolve_settings(env={}, cwd=tmp_path, flags=flags).settings
+    assert sorted(settings.roles) == sorted(ROLES)
+    assert settings.roles["grader"].max_tokens == 100
+    assert settings.roles["selector"].max_tokens == 256_000
+
+
+@pytest.mark.parametrize("text", ["[budget]\n", "[roles]\n", "[roles.verifier]\n[timeouts]\n"])
+def test_empty_tables_are_accepted(tmp_path: Path, text: str) -> None:
+    (tmp_path / "solver.toml").write_text(text)
+    settings = resolve_settings(env={}, cwd=tmp_path).settings
+    assert settings.budget.calls is None and sorted(settings.roles) == sorted(ROLES)
+
+
+def test_an_empty_unknown_table_is_still_an_error(tmp_path: Path) -> None:
+    (tmp_path / "solver.toml").write_text("[budgets]\n")
+    with pytest.raises(ConfigError, match="unknown key 'budgets'"):
+        resolve_settings(env={}, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://user:hunter2@example.com/v1", "https://***@example.com/v1"),
+        ("https://tok-abc@example.com:8443/v1", "https://***@example.com:8443/v1"),
+        ("https://example.com/v1?api_key=hunter2&v=2", "https://example.com/v1?api_key=***&v=***"),
+        ("http://127.0.0.1:30000/v1", "http://127.0.0.1:30000/v1"),
+    ],
+)
+def test_config_show_masks_url_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, shown: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["config", "show", "--json"], env={"SOLVER_ENDPOINT": url})
+    assert result.exit_code == 0, result.output
+    endpoint = json.loads(result.output)["settings"]["endpoint"]
+    assert endpoint == {"value": shown, "source": "env:SOLVER_ENDPOINT"}
+    assert "hunter2" not in result.output and "tok-abc" not in result.output
+    table = CliRunner().invoke(main, ["config", "show"], env={"SOLVER_ENDPOINT": url})
+    assert "hunter2" not in table.output and "tok-abc" not in table.output
