@@ -158,7 +158,7 @@ def test_speculative_algorithm_names_per_version() -> None:
     assert rules("--speculative-algorithm FROZEN_KV_MTP", "0.5.19") == []
     assert rules("--speculative-algorithm FROZEN_KV_MTP", "0.5.23") == []
     assert rules("--speculative-algorithm UNO", "0.5.23") == []
-    (uno,) = errors_of(validate_args("--speculative-algorithm UNO".split(), "0.5.19"))
+    (uno,) = errors_of(validate_args(["--speculative-algorithm", "UNO"], "0.5.19"))
     assert uno.rule == "speculative-algorithm" and "0.5.19" in uno.message
     # the draft-token rule applies to the upper-cased name
     assert rules(
