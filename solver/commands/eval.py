@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from solver.evaluate_scores import RunScore, score_from_result, summarise
 from solver.problem_sets import load_problem_set
 from solver.runner import read_state
 
+EVAL_GRADERS = 3  # G when neither --graders nor the configuration file sets it
+GRADERS_KEY = "grading.evaluation_graders"
 NO_CHART = "(no chart: matplotlib is missing; pip install 'olympiad-solver[plot]')"
 
 
@@ -50,9 +53,8 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--graders",
             type=click.IntRange(1, 15),
-            default=3,
-            show_default=True,
-            help="G: independent graders of each final proof.",
+            help="G: independent graders of each final proof [default: "
+            f"grading.evaluation_graders of the configuration file, else {EVAL_GRADERS}].",
         ),
         click.option(
             "--concurrency-problems",
@@ -90,9 +92,20 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _resolve(config_file: Path | None, **flags: Any) -> ResolvedSettings:
-    return resolve_settings(
+    """The settings from flags, environment and configuration file; G is the eval's own
+    default (3) only when neither the flag nor the file sets it (plain solve keeps 1)."""
+    resolved = resolve_settings(
         config_file=config_file,
         flags={k.replace("__", "."): v for k, v in flags.items()},
+    )
+    if resolved.sources.get(GRADERS_KEY, "default") != "default":
+        return resolved
+    settings = resolved.settings
+    grading = settings.grading.model_copy(update={"evaluation_graders": EVAL_GRADERS})
+    return replace(
+        resolved,
+        settings=settings.model_copy(update={"grading": grading}),
+        sources={**resolved.sources, GRADERS_KEY: "eval default"},
     )
 
 
@@ -229,7 +242,7 @@ def run(
     max_total_tokens: int | None,
     max_wall: float | None,
     mapping: tuple[str, ...],
-    graders: int,
+    graders: int | None,
     parallel: int,
     concurrency: int | None,
     out_dir: Path | None,
@@ -347,7 +360,7 @@ def run(
 @reports_errors
 def calibrate(
     file: Path,
-    graders: int,
+    graders: int | None,
     parallel: int,
     concurrency: int | None,
     out_dir: Path | None,
