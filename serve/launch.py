@@ -72,6 +72,15 @@ def installed_version(python: str, distribution: str) -> str | None:
     return done.stdout.strip() or None
 
 
+def pip_requirements(deployment: Deployment) -> list[str]:
+    """The pip requirements that install exactly the versions the recipe was validated for."""
+    recipe = deployment.recipe
+    out = [f"sglang[all]=={recipe.sglang_version}"]
+    if recipe.router_version and any(p.role == "router" for p in deployment.processes):
+        out.append(f"sglang-router=={recipe.router_version}")
+    return out
+
+
 def check_installed(deployment: Deployment, process: ProcessCommand) -> None:
     """The interpreter the argv names must carry the version the recipe pins: a flag table of
     one release says nothing about another (flags drift between minor releases)."""

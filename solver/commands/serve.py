@@ -58,21 +58,29 @@ def recipes_command(as_json: bool) -> None:
               "(tp-size=4, enable-prefill-cp=false, decode.mem-fraction-static=0.9) or a recipe "
               "variable (prefill_host=ADDR).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--pip", "pip_only", is_flag=True, help="Print only the pip requirements of the "
+              "pinned versions: pip install $(solver serve command RECIPE --pip).")  # fmt: skip
 @reports_errors
-def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool) -> None:
+def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_only: bool) -> None:
     """Print the exact argv, environment and container command of RECIPE, after validation."""
+    from serve.launch import pip_requirements
     from serve.recipe import load_recipe, render
     from serve.validate import errors_of, validate_deployment
     from solver.errors import ConfigError
 
     deployment = render(load_recipe(recipe), list(overrides))
     findings = validate_deployment(deployment)
-    if as_json:
+    requirements = pip_requirements(deployment)
+    if pip_only:
+        # unquoted, for $(...): a bracket pattern that matches no file passes through as is
+        click.echo(" ".join(requirements))
+    elif as_json:
         payload: dict[str, Any] = {
             "recipe": recipe,
             "sglang_version": deployment.recipe.sglang_version,
             "image": deployment.recipe.image,
             "min_image": deployment.recipe.min_image,
+            "pip": requirements,
             "findings": [f.line() for f in findings],
             "processes": [
                 {
@@ -94,6 +102,7 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool) -> N
         click.echo(f"# SGLang {r.sglang_version}, image {r.image}")
         if r.min_image:
             click.echo(f"# oldest acceptable image: {r.min_image}")
+        click.echo(f"# install: pip install {_shell(tuple(requirements))}")
         for p in deployment.processes:
             click.echo(f"\n## process {p.label} ({p.role}), serves {p.url}")
             click.echo("environment:")

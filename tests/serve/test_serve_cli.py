@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from solver.commands.serve import group
@@ -31,6 +32,23 @@ def test_command_prints_argv_env_and_container() -> None:
     assert "--speculative-num-draft-tokens 6" in out
     assert "SGLANG_USE_AITER=1" in out
     assert "docker run" in out and "--device=/dev/kfd" in out
+
+
+def test_command_prints_the_pinned_pip_requirements(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the README installs what --pip prints; `serve up` must then accept the installed version
+    from serve import launch
+    from serve.recipe import load_recipe, render
+
+    code, out, _ = invoke("command", "glm52-fp8-mi355x", "--pip")
+    assert code == 0
+    (requirement,) = out.split()
+    name, _, version = requirement.partition("==")
+    assert name == "sglang[all]"
+    monkeypatch.setattr(launch, "installed_version", lambda python, dist: version)
+    deployment = render(load_recipe("glm52-fp8-mi355x"), [])
+    launch.check_installed(deployment, deployment.entry)  # raises on a mismatch
+    code, out, _ = invoke("command", "glm52-fp8-mi355x-pd", "--pip")
+    assert code == 0 and any(r.startswith("sglang-router==") for r in out.split())
 
 
 def test_command_with_a_breaking_override_fails_with_the_rule() -> None:
