@@ -28,13 +28,14 @@ from typing import Any
 from starlette.types import Receive, Send
 
 from solver.llm.codec import StreamDecoder
-from solver.llm.events import StreamEvent, Usage
+from solver.llm.events import ReasoningSignature, StreamEvent, Usage
 
 from . import _upstream
 from ._config import Provider
 from ._fronts import Emitter, Front
 from ._http1 import Http1Error, Http1Response
 from ._parse import FrontError, FrontRequest
+from ._signature import wrap
 from ._state import ProxyState
 from ._telemetry import RequestRecord
 from ._toolnames import restore
@@ -329,6 +330,8 @@ class Exchange:
         if self._tool_names:
             events = restore(events, self._tool_names)
         for event in events:
+            if isinstance(event, ReasoningSignature):  # the client replays it to us: see wrap
+                event = ReasoningSignature(wrap(self.record.provider, event.signature))
             turn.feed(event)
         emitter = self.emitter
         if not turn.output_started:

@@ -4,6 +4,10 @@ the rule that such signatures never reach an official Anthropic upstream (resear
 Claude Code needs a ``signature_delta`` before a thinking block closes (E25), so thinking that
 came from a Chat or Responses upstream is given ``olys-bridge-v1:<base64url(json)>``. The JSON
 holds a digest of the thinking text, so a replayed block can be recognised as ours.
+
+A signature an upstream issued goes to the client inside an envelope naming that provider
+(``olys-sig-v1.<base64url(name)>.<signature>``); a replayed block is unwrapped only for the same
+provider and dropped for any other (research b.1, E26).
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ import hashlib
 import json
 from dataclasses import replace
 
-from solver.llm.events import Message, Request, ThinkingPart
+from solver.llm.events import Message, Part, Request, ThinkingPart
 
 BRIDGE_PREFIX = "olys-bridge-v1:"
+ENVELOPE_PREFIX = "olys-sig-v1."
 
 
 def mint(thinking: str) -> str:
@@ -28,31 +33,53 @@ def is_bridge(signature: str) -> bool:
     return signature.startswith(BRIDGE_PREFIX)
 
 
-def _native(part: ThinkingPart) -> bool:
-    """A signature Anthropic itself may have issued: non-empty, not ours, not a timestamp
-    (some bridges mint ``Date.now()``, E26)."""
-    sig = part.signature
-    return bool(sig) and not is_bridge(sig) and not sig.isdigit()
+def wrap(provider: str, signature: str) -> str:
+    """A signature an upstream issued, as the client gets it: the provider's name travels with
+    it, so a replay can go back to that provider and to no other."""
+    name = base64.urlsafe_b64encode(provider.encode()).decode().rstrip("=")
+    return f"{ENVELOPE_PREFIX}{name}.{signature}"
 
 
-def for_anthropic_upstream(request: Request) -> tuple[Request, int]:
-    """Drop every thinking part an official Anthropic upstream would reject; keep native signed
-    blocks byte for byte. Returns the request and how many parts were dropped."""
+def unwrap(signature: str, provider: str) -> str | None:
+    """The original signature when ``signature`` is an envelope from ``provider``, else None
+    (ours, another provider's, a Codex ``encrypted_content``, a client-made value)."""
+    if not signature.startswith(ENVELOPE_PREFIX):
+        return None
+    name, dot, original = signature[len(ENVELOPE_PREFIX) :].partition(".")
+    if not dot or not original:
+        return None
+    try:
+        owner = base64.urlsafe_b64decode(name + "=" * (-len(name) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return original if owner == provider else None
+
+
+def for_anthropic_upstream(request: Request, provider: str) -> tuple[Request, int]:
+    """Keep only the thinking parts that ``provider`` signed itself (unwrapped, byte for byte);
+    drop every other one: a signature from elsewhere (SGLang's ``dummy-signature``, another
+    Anthropic account, a Codex ``encrypted_content``, ours) makes an official upstream refuse
+    the request. Returns the request and how many parts were dropped."""
     dropped = 0
+    changed = False
     messages: list[Message] = []
     for message in request.messages:
-        kept = []
+        if not any(isinstance(p, ThinkingPart) for p in message.parts):
+            messages.append(message)
+            continue
+        changed = True
+        kept: list[Part] = []
         for part in message.parts:
-            if isinstance(part, ThinkingPart) and not _native(part):
-                dropped += 1
-                continue
+            if isinstance(part, ThinkingPart):
+                original = unwrap(part.signature, provider)
+                if original is None:
+                    dropped += 1
+                    continue
+                part = ThinkingPart(part.text, original)
             kept.append(part)
-        if len(kept) != len(message.parts):
-            if not kept:
-                continue
-            message = Message(role=message.role, parts=tuple(kept))
-        messages.append(message)
-    if not dropped:
+        if kept:
+            messages.append(Message(role=message.role, parts=tuple(kept)))
+    if not changed:
         return request, 0
     return replace(request, messages=tuple(messages)), dropped
 

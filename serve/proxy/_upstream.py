@@ -62,7 +62,7 @@ def upstream_request(
         changes["model"] = provider.upstream_model
     request = replace(request, **changes)  # type: ignore[arg-type]
     if provider.api == "anthropic":
-        request, dropped = _signature.for_anthropic_upstream(request)
+        request, dropped = _signature.for_anthropic_upstream(request, provider.name)
         if dropped:
             cases.append("E26_foreign_thinking_dropped")
     else:

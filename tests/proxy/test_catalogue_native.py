@@ -10,6 +10,7 @@ import anthropic
 import openai
 import pytest
 
+from serve.proxy._signature import unwrap
 from tests.fakes.fake_endpoint import Reply
 from tests.proxy.helpers import FRONTS, anthropic_client, ask, by_user_text, proxied
 
@@ -93,12 +94,13 @@ def test_anthropic_upstream_signature_and_overload(front: str) -> None:
         seen = ask(front, proxy, stream=True, user="E25", tools=False)
         assert (seen.thinking, seen.text, seen.stop) == ("native thought", "Hi.", "stop")
         assert (seen.input_tokens, seen.cached_tokens, seen.output_tokens) == (25, 5, 7)
-        if front == "anthropic":  # the native signature is passed through untouched
+        if front == "anthropic":  # the native signature, sealed with the provider's name
             with anthropic_client(proxy).messages.stream(
                 model="c", max_tokens=50, messages=[{"role": "user", "content": "E25"}]
             ) as stream:
                 message = stream.get_final_message()
-            assert message.content[0].signature == "EqQBnativeSig"  # type: ignore[union-attr]
+            signature = message.content[0].signature  # type: ignore[union-attr]
+            assert unwrap(signature, "fake") == "EqQBnativeSig"
         try:
             failed = ask(front, proxy, stream=True, user="E37", tools=False).stop == "failed"
         except (anthropic.APIError, openai.APIError):

@@ -20,6 +20,7 @@ from serve.proxy import (
     ProxyServer,
     summarise,
 )
+from serve.proxy._signature import wrap
 from tests.fakes.fake_endpoint import FakeEndpoint, Fault, Reply
 from tests.proxy.helpers import anthropic_client, ask, proxied
 
@@ -142,7 +143,8 @@ def test_bridge_signatures_never_reach_an_anthropic_upstream() -> None:
                     {"type": "thinking", "thinking": "glm thought", "signature": minted},
                     {"type": "text", "text": "hello"}]},
                 {"role": "assistant", "content": [
-                    {"type": "thinking", "thinking": "claude thought", "signature": "EqQBnative"},
+                    {"type": "thinking", "thinking": "claude thought",
+                     "signature": wrap("claude", "EqQBnative")},
                     {"type": "text", "text": "again"}]},
                 {"role": "user", "content": "and now?"},
             ]  # fmt: skip
@@ -152,7 +154,7 @@ def test_bridge_signatures_never_reach_an_anthropic_upstream() -> None:
             client.messages.create(model="m", max_tokens=50, messages=history)
         sent = claude.requests[-1].body.decode()
         assert BRIDGE_PREFIX not in sent and "glm thought" not in sent
-        assert "EqQBnative" in sent and "claude thought" in sent
+        assert "EqQBnative" in sent and "claude thought" in sent and "olys-sig" not in sent
         to_glm = json.loads(glm.requests[-1].body)
         assert "EqQBnative" not in glm.requests[-1].body.decode()
         assert "glm thought" in json.dumps(to_glm)
