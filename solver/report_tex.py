@@ -2,7 +2,8 @@
 
 Not a TeX engine: it covers what olympiad proofs mostly use (Greek letters, relations and
 arrows, ``\\frac``, ``\\sqrt``, ``\\binom``, super- and subscripts, ``\\mathbb``, ``\\text``,
-``\\pmod``, accents, ``aligned``/``cases`` environments) with Unicode and a few CSS classes,
+``\\pmod``, accents, ``aligned``/``cases`` environments, and bare ``equation``, ``align``,
+``gather`` and ``multline`` display environments) with Unicode and a few CSS classes,
 so a report reads well without network or a JavaScript math library. Anything it does not
 know is shown as its source. The report always keeps the raw source one click away.
 
@@ -64,7 +65,7 @@ _ACCENTS = {
 }
 _IGNORED = frozenset([
     "left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr",
-    "displaystyle", "textstyle", "limits", "nolimits", "nonumber", "notag", "label",
+    "displaystyle", "textstyle", "limits", "nolimits", "nonumber", "notag",
 ])
 _TEXT_COMMANDS = frozenset(
     ["text", "textrm", "textnormal", "mbox", "mathrm", "operatorname", "textup"]
@@ -73,8 +74,13 @@ _BOLD_COMMANDS = frozenset(["textbf", "mathbf", "boldsymbol", "bm"])
 _ITALIC_COMMANDS = frozenset(["textit", "mathit", "emph"])
 # fmt: on
 
+# Display environments written bare in the prose (outside $ and \[), as the ProofBench
+# reference solutions do; their body is math with & alignment and \\ line breaks.
+_DISPLAY_ENVS = r"equation\*?|align\*?|gather\*?|multline\*?"
 _MATH = re.compile(
-    r"\$\$(?P<dd>.+?)\$\$|\\\[(?P<db>.+?)\\\]|\\\((?P<ip>.+?)\\\)|(?<![\\$])\$(?P<id>[^$]+?)(?<!\\)\$",
+    r"\$\$(?P<dd>.+?)\$\$|\\\[(?P<db>.+?)\\\]"
+    rf"|\\begin\{{(?P<env>{_DISPLAY_ENVS})\}}(?P<de>.+?)\\end\{{(?P=env)\}}"
+    r"|\\\((?P<ip>.+?)\\\)|(?<![\\$])\$(?P<id>[^$]+?)(?<!\\)\$",
     re.DOTALL,
 )
 _TOKEN = re.compile(r"\\([A-Za-z]+)\*?|\\(.)|([{}^_&])|(\s+)|(.)", re.DOTALL)
@@ -221,6 +227,9 @@ class _Parser:
             if name == "begin" and self.peek() == ("special", "{"):
                 self.group_source()  # an array's column spec
             return "<br>" if name == "end" else ""
+        if name in ("label", "tag"):
+            label = self.group_source()  # a reference name is not shown; a tag is
+            return f" ({html.escape(label)})" if name == "tag" else ""
         if name == "not":
             return f"{self.atom()}\u0338"
         return html.escape("\\" + name)
@@ -251,11 +260,11 @@ def tex_to_html(text: str) -> str:
     position = 0
     for match in _MATH.finditer(text):
         before = text[position : match.start()]
-        display = match.group("dd") is not None or match.group("db") is not None
+        display = any(match.group(g) is not None for g in ("dd", "db", "de"))
         if display:  # the block is on its own line already
             before = re.sub(r"\n[ \t]*$", "", before)
         parts.append(_text_to_html(before))
-        source = next(g for g in match.group("dd", "db", "ip", "id") if g is not None)
+        source = next(g for g in match.group("dd", "db", "de", "ip", "id") if g is not None)
         parts.append(math_to_html(source, display=display))
         position = match.end()
         if display and text.startswith("\n", position):

@@ -149,6 +149,16 @@ def test_tex_rendering_is_readable_and_safe() -> None:
     assert '<b><span class="math">k=0</span>.</b> is <i>not</i> it' in prose
     assert "<hr>" in prose
     assert 'so<span class="math display">x <br> y</span>end' in prose
+    # Bare display environments, as in ProofBench's reference solutions, are math too.
+    bare = tex_to_html(
+        "gives\n\\begin{align*}\na_1 &= b \\\\\n&\\le c\n\\end{align*}\nand\n"
+        "\\begin{equation}\nx^2 = 1 \\label{eq:1} \\tag{1.1}\n\\end{equation}\ndone"
+    )
+    assert (
+        'gives<span class="math display">a<sub>1</sub> \u2003= b <br> \u2003≤ c</span>and' in bare
+    )
+    assert re.search(r'<span class="math display">x<sup>2</sup> = 1 +\(1\.1\)</span>done', bare)
+    assert "\\begin" not in bare and "eq:1" not in bare
 
 
 def chromium() -> str | None:
