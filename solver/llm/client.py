@@ -30,6 +30,7 @@ from solver.llm.errors import (
     FirstByteTimeout,
     HTTPStatusError,
     IdleTimeout,
+    ProbeTimeout,
     StreamProtocolError,
     TotalTimeout,
     TransportError,
@@ -155,23 +156,42 @@ class ModelClient:
 
     async def probe(self, observer: AttemptObserver | None = None) -> ServerInfo:
         """Ask the server what it serves (``/v1/models``; llama.cpp's ``/props`` when the
-        models list has no context length)."""
+        models list has no context length). Bounded: a server that accepts and never answers
+        raises :class:`ProbeTimeout` after the connect deadline plus the probe budget."""
         client = self._client()
         url = self.endpoint.api_root + "/models"
         headers = self._headers(new_request_id(), stream=False)
         extensions = {"trace": self._tracer(observer)}
+        budget = self._probe_budget()
+        timeout = httpx.Timeout(
+            connect=self.deadlines.connect, read=budget, write=budget, pool=budget
+        )
         try:
-            response = await client.get(url, headers=headers, extensions=extensions)
-            raw = response.content
-            if response.status_code >= 400:
-                raise self._status_error(response.status_code, raw, response.headers, None)
-            info = parse_server_info(raw, url)
-            if info.context_length is None:
-                props_url = self.endpoint.api_root.removesuffix("/v1") + "/props"
-                props = await client.get(props_url, headers=headers, extensions=extensions)
-                if props.status_code == 200:
-                    extra = parse_server_info(props.content, props_url)
-                    info = replace(info, context_length=extra.context_length)
+            # the per-read timeout alone would let a trickling server stretch the probe
+            async with asyncio.timeout(self._probe_bound()):
+                response = await client.get(
+                    url, headers=headers, extensions=extensions, timeout=timeout
+                )
+                raw = response.content
+                if response.status_code >= 400:
+                    raise self._status_error(response.status_code, raw, response.headers, None)
+                info = parse_server_info(raw, url)
+                if info.context_length is None:
+                    props_url = self.endpoint.api_root.removesuffix("/v1") + "/props"
+                    props = await client.get(
+                        props_url, headers=headers, extensions=extensions, timeout=timeout
+                    )
+                    if props.status_code == 200:
+                        extra = parse_server_info(props.content, props_url)
+                        info = replace(info, context_length=extra.context_length)
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise EndpointUnreachable(
+                self._redact(f"cannot reach {url}: {exc!r}"), url=url
+            ) from None
+        except (httpx.TimeoutException, TimeoutError):
+            raise ProbeTimeout(
+                f"server info request got no answer within {budget:g} s ({url})", url=url
+            ) from None
         except httpx.TransportError as exc:
             raise EndpointUnreachable(
                 self._redact(f"cannot reach {url}: {exc!r}"), url=url
@@ -179,6 +199,16 @@ class ModelClient:
         self._server = info
         self._probed = True
         return info
+
+    def _probe_budget(self) -> float:
+        """Read budget of one probe request: never longer than the call's own deadlines."""
+        limits = self.deadlines
+        budget = min(limits.probe, limits.first_byte)
+        return budget if limits.total is None else min(budget, limits.total)
+
+    def _probe_bound(self) -> float:
+        # connect, then the models request and possibly /props
+        return self.deadlines.connect + 2 * self._probe_budget()
 
     # ------------------------------------------------------------ complete
 
@@ -208,13 +238,7 @@ class ModelClient:
         self, request: Request, observer: AttemptObserver
     ) -> tuple[Request, int | None]:
         if not self._probed:
-            # concurrent first calls share one probe; a failed probe means no capping (the
-            # request itself will tell if it does not fit)
-            if self._first_probe is None:
-                self._first_probe = asyncio.ensure_future(self.probe(observer))
-            with contextlib.suppress(TransportError):
-                await asyncio.shield(self._first_probe)
-            self._probed = True
+            await self._probe_once(observer)
         info = self._server
         if info is None or info.context_length is None:
             return request, None
@@ -226,6 +250,22 @@ class ModelClient:
         if request.max_tokens <= cap:
             return request, None
         return replace(request, max_tokens=cap), cap
+
+    async def _probe_once(self, observer: AttemptObserver) -> None:
+        """Concurrent calls share one probe. A failed probe means no capping for this call
+        (the request itself will tell if it does not fit)."""
+        if self._first_probe is None:
+            self._first_probe = asyncio.ensure_future(self.probe(observer))
+        probe = self._first_probe
+        with contextlib.suppress(TransportError, TimeoutError):
+            # the probe bounds itself; this bound only guards the wait
+            await asyncio.wait_for(asyncio.shield(probe), self._probe_bound() + 1.0)
+        if probe.done() and self._first_probe is probe and not self._probed:
+            error = None if probe.cancelled() else probe.exception()
+            if isinstance(error, TransportError) and not error.retryable:
+                self._probed = True  # the server answered "no": asking again will not help
+            else:
+                self._first_probe = None  # a timeout or lost connection may pass: ask next call
 
     def _recap(self, request: Request, exc: ContextLengthExceeded) -> tuple[Request, int] | None:
         info = self._server

@@ -9,7 +9,8 @@
     ├── DeadlineExceeded                 a deadline of :class:`Deadlines` passed
     │   ├── FirstByteTimeout             no byte (not even headers) within ``first_byte``
     │   ├── IdleTimeout                  no byte for ``idle`` seconds after the first one
-    │   └── TotalTimeout                 the whole attempt exceeded ``total``
+    │   ├── TotalTimeout                 the whole attempt exceeded ``total``
+    │   └── ProbeTimeout                 a server-info request outlasted ``probe``
     ├── StreamProtocolError              EOF without finish, malformed stream, error in a 200
     │                                    stream, server abort; .kind names which
     ├── HostNotAllowed                   a request or connection outside the allow-list
@@ -91,6 +92,10 @@ class TotalTimeout(DeadlineExceeded):
     # the same request would hit the same total deadline again
     retryable = False
     kind = "total_timeout"
+
+
+class ProbeTimeout(DeadlineExceeded):
+    kind = "probe_timeout"
 
 
 class StreamProtocolError(TransportError):

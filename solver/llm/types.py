@@ -52,12 +52,16 @@ class Deadlines:
     """Seconds. ``first_byte`` covers everything until the first response byte, headers
     included: SGLang sends nothing until the first token, so it must outlast the prefill of
     the longest prompt. ``idle`` is the longest silence after that; ``total`` bounds one
-    attempt."""
+    attempt. ``probe`` bounds each server-info request (``/v1/models``, ``/props``), which
+    answer at once on a healthy server. ``finish_grace`` is how long to wait after a finish
+    reason for the usage tail and the end of the stream before ending it as a success."""
 
     connect: float = 10.0
     first_byte: float = 1800.0
     idle: float = 600.0
     total: float | None = None
+    probe: float = 10.0
+    finish_grace: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,155 @@
+"""Client behaviour against a raw loopback server that sends exactly the scripted bytes: silent
+probes, mislabelled bodies, streams that go quiet after an error or a finish."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import pytest
+
+from solver.llm import (
+    Completion,
+    Deadlines,
+    Endpoint,
+    FirstByteTimeout,
+    Message,
+    ModelClient,
+    ProbeTimeout,
+    Request,
+    RetryPolicy,
+)
+from tests.llm.recorder import Recorder
+
+ONCE = RetryPolicy(max_attempts=1)
+HANG_GUARD = 20.0  # far above every deadline used here: reaching it means the client hung
+
+# path -> raw response bytes; None: accept, read the request, never answer
+Script = Callable[[str], bytes | None]
+
+
+class RawServer:
+    """A loopback HTTP/1.1 server answering each request with scripted bytes. With ``hold``
+    the connection stays open after the bytes (no EOF), as a silent server would leave it."""
+
+    def __init__(self, script: Script, *, hold: bool = False) -> None:
+        self._script = script
+        self._hold = hold
+        self._stop = threading.Event()
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self._sock.settimeout(0.1)
+        self.paths: list[str] = []
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> RawServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._sock.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                got = conn.recv(65536)
+                if not got:
+                    return
+                data += got
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            while len(body) < length:
+                body += conn.recv(65536)
+            path = head.split(b" ")[1].decode()
+            self.paths.append(path)
+            reply = self._script(path)
+            if reply is not None:
+                conn.sendall(reply)
+            if reply is None or self._hold:
+                self._stop.wait()
+
+
+def http(body: bytes, *, status: int = 200, content_type: str = "application/json") -> bytes:
+    """A close-delimited HTTP/1.1 response (no length: the body ends at EOF)."""
+    head = f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n"
+    return head.encode() + body
+
+
+def sse(*objects: Any, done: bool = False) -> bytes:
+    out = b"".join(b"data: " + orjson.dumps(o) + b"\n\n" for o in objects)
+    return out + (b"data: [DONE]\n\n" if done else b"")
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def request(*, stream: bool = True) -> Request:
+    messages = (Message.text("user", "What is 1+1?"),)
+    return Request(model="glm-fake", messages=messages, max_tokens=64, stream=stream)
+
+
+def complete(
+    url: str,
+    deadlines: Deadlines,
+    *,
+    req: Request | None = None,
+    recorder: Recorder | None = None,
+) -> Completion:
+    async def go() -> Completion:
+        endpoint = Endpoint(url, "chat", "glm-fake")
+        async with ModelClient(endpoint, deadlines=deadlines, retry=ONCE) as client:
+            return await asyncio.wait_for(
+                client.complete(req or request(), recorder or Recorder()), HANG_GUARD
+            )
+
+    return asyncio.run(go())
+
+
+def models_or(answer: bytes) -> Script:
+    models = http(orjson.dumps({"data": [{"id": "glm-fake"}]}))
+    return lambda path: models if path.endswith("/models") else answer
+
+
+# ---------------------------------------------------------------- probe
+
+
+def test_probe_of_a_silent_server_raises_probe_timeout() -> None:
+    async def go() -> None:
+        endpoint = Endpoint(server.url, "chat", "glm-fake")
+        deadlines = Deadlines(connect=1, probe=0.3)
+        async with ModelClient(endpoint, deadlines=deadlines) as client:
+            await asyncio.wait_for(client.probe(), HANG_GUARD)
+
+    with RawServer(lambda path: None) as server, pytest.raises(ProbeTimeout):
+        asyncio.run(go())
+
+
+def test_complete_against_a_silent_server_ends_at_its_deadlines() -> None:
+    # the probe is bounded by the call's own deadlines, then the attempt's first-byte deadline
+    deadlines = Deadlines(connect=1, first_byte=0.3, idle=0.3, total=1)
+    recorder = Recorder()
+    with RawServer(lambda path: None) as server, pytest.raises(FirstByteTimeout):
+        complete(server.url, deadlines, recorder=recorder)
+    assert [end.error_kind for end in recorder.ends] == ["first_byte_timeout"]
