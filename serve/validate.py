@@ -29,6 +29,8 @@ RENAMED: dict[str, tuple[str, str]] = {
     "--nsa-prefill-cp-mode": ("0.5.20", "--cp-strategy"),
     "--dsa-prefill-cp-mode": ("0.5.20", "--cp-strategy"),
     "--enable-ep-moe": ("0.5.4", "--ep-size N"),
+    # in the 0.5.19 table, gone by 0.5.23 (no table in between says exactly when)
+    "--cuda-graph-bs": ("a release after 0.5.19", "--cuda-graph-bs-decode (and -prefill)"),
 }
 
 
@@ -184,6 +186,22 @@ def _resolve_unknown(option: str, table: OptionTable, version: str, add: _Add) -
         return None
     close = difflib.get_close_matches(option, list(table.options), n=1, cutoff=0.75)
     hint = f"; did you mean {close[0]}?" if close else ""
+    older = _last_version_with(option, table.tool, before=table.version)
+    if older:
+        # the same destination under another spelling is the rename argparse would accept
+        dest = load_table(older, table.tool).options[option].dest
+        same = sorted(o for o, spec in table.options.items() if spec.dest == dest)
+        if same:
+            fix = f"use {same[0]}"
+        else:
+            fix = hint.removeprefix("; ") if hint else "drop it or pin the older version"
+        add(
+            "error",
+            "removed-option",
+            option,
+            f"not in {version}: it is in the {older} table, gone by {table.version}; {fix}",
+        )
+        return None
     add("error", "unknown-option", option, f"not an option of {version}{hint}")
     return None
 
@@ -193,6 +211,15 @@ def _first_version_with(option: str, tool: str, after: str) -> str | None:
         if version_key(version) > version_key(after) and load_table(version, tool).get(option):
             return version
     return None
+
+
+def _last_version_with(option: str, tool: str, before: str) -> str | None:
+    """The newest table older than ``before`` that still has ``option``: it was removed since."""
+    found = None
+    for version in available_versions(tool):
+        if version_key(version) < version_key(before) and load_table(version, tool).get(option):
+            found = version
+    return found
 
 
 def _check_value(

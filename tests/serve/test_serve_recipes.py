@@ -149,6 +149,20 @@ def test_cross_flag_rules() -> None:
     assert rules("--tp-size 8 --cp-strategy zigzag") == ["zigzag-needs-deepep"]
 
 
+def test_flags_of_older_tables_get_a_fix() -> None:
+    # present in the 0.5.19 table, gone from 0.5.23, and not in RENAMED
+    (stream,) = errors_of(validate_args(["--stream-output"], "0.5.23"))
+    assert stream.rule == "removed-option"
+    assert "0.5.19" in stream.message and "--incremental-streaming-output" in stream.message
+    (mode,) = errors_of(validate_args(["--prefill-cp-mode", "in-seq-split"], "0.5.23"))
+    assert mode.rule == "removed-option" and "0.5.19" in mode.message
+    (bs,) = errors_of(validate_args(["--cuda-graph-bs", "8", "16"], "0.5.23"))
+    assert bs.rule == "ambiguous-prefix" and "removed" in bs.message
+    assert "use --cuda-graph-bs-decode" in bs.message
+    # still valid where it exists
+    assert errors_of(validate_args(["--stream-output"], "0.5.19")) == []
+
+
 def test_speculative_algorithm_names_per_version() -> None:
     def rules(args: str, version: str) -> list[str]:
         return [e.rule for e in errors_of(validate_args(args.split(), version))]
