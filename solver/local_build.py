@@ -253,6 +253,10 @@ def _build(target: Path, progress: Progress, jobs: int) -> ServerBuild:
     )
 
 
+NO_PIP = "No module named pip"
+NO_PIP_FIX = "run `python -m ensurepip` in this environment, then `solver local install` again"
+
+
 def _fetch_source(scratch: Path, progress: Progress) -> Path:
     """Download the pinned sdist with pip and unpack its vendored llama.cpp tree."""
     progress(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist (77 MB)")
@@ -260,7 +264,14 @@ def _fetch_source(scratch: Path, progress: Progress) -> Path:
     # `--no-binary <name>`, not `:all:`: the latter would also compile cmake itself from source.
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
     argv += ["--no-binary", "llama-cpp-python", "-d", str(download)]
-    _run([*argv, f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], "pip download", progress)
+    try:
+        _run([*argv, f"llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION}"], "pip download", progress)
+    except BuildFailed as exc:
+        if NO_PIP in str(exc):  # a venv made by `uv venv` or with --without-pip
+            raise BuildFailed(
+                f"{sys.executable} has no pip, which downloads the llama.cpp source: {NO_PIP_FIX}"
+            ) from None
+        raise
     archives = sorted(download.glob("llama_cpp_python-*.tar.gz"))
     if not archives:
         raise BuildFailed("pip download produced no llama-cpp-python sdist")
