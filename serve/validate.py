@@ -273,6 +273,8 @@ def validate_args(
     table = load_table(version, tool)
     parsed, findings = check_options(args, table, process)
     if tool == "sglang":
+        # without an explicit model, the command line's own --model-path drives the model rules
+        model = model or parsed.text("model_path")
         findings += rules.server_rules(parsed, model=model, version=version, process=process)
     else:
         findings += rules.router_rules(parsed, process=process)

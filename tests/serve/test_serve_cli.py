@@ -96,6 +96,15 @@ def test_check_bad_batch_sizes() -> None:
     assert code == 2 and "--batch-sizes" in err
 
 
+def test_validate_takes_the_model_from_model_path() -> None:
+    code, out, err = invoke(
+        "validate", "--version", "0.5.23", "--",
+        "--model-path", "zai-org/GLM-5.2-FP8", "--tp-size", "8",
+    )  # fmt: skip
+    assert code == 2
+    assert "glm47" in out + err
+
+
 def test_validate_any_command_line() -> None:
     code, out, err = invoke(
         "validate", "--version", "0.5.23", "--model", "zai-org/GLM-5.2-FP8", "--",
