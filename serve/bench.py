@@ -276,7 +276,31 @@ def render_table(results: list[LevelResult]) -> str:
             f"{fmt(u['p90']):>9} {fmt(u['p50']):>9} {fmt(u['p10']):>9} "
             f"{fmt(t['p50']):>9} {fmt(t['p99']):>9} {r.completed:>5} {r.failed:>4} {r.cancelled:>4}"
         )
+    rows += [f"warning: {line}" for line in level_warnings(results, names)]
     return "\n".join(rows)
+
+
+def level_warnings(results: list[LevelResult], names: dict[str, str] | None = None) -> list[str]:
+    """Levels whose numbers do not measure the server: nothing or too little completed."""
+    out: list[str] = []
+    for r in results:
+        where = f"{(names or {}).get(r.endpoint, r.endpoint)} c{r.concurrency}"
+        sent = r.completed + r.failed + r.cancelled
+        if r.completed == 0:
+            out.append(
+                f"{where}: no request completed ({r.failed} failed, {r.cancelled} cancelled), "
+                "so nothing was measured; raise --duration or --grace, or lower --max-tokens"
+            )
+        elif r.cancelled > sent / 2:
+            out.append(
+                f"{where}: {r.cancelled} of {sent} requests were cancelled at the end of the "
+                "level; the numbers rest on the few that finished (raise --duration or --grace)"
+            )
+    return out
+
+
+def empty_levels(results: list[LevelResult]) -> list[LevelResult]:
+    return [r for r in results if r.completed == 0]
 
 
 def plot(results: list[LevelResult], path: Path) -> None:

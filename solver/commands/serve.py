@@ -382,6 +382,7 @@ def bench_command(
     """Concurrency sweep: total output tok/s, P90 per-user tok/s, TTFT, errors."""
     from serve.bench import (
         BenchOptions,
+        empty_levels,
         load_dataset,
         plot,
         render_table,
@@ -417,7 +418,10 @@ def bench_command(
         _json_out(summary, None)
     else:
         click.echo(render_table(results))
-    if any(level.failed for level in results):
+    empty = empty_levels(results)
+    for level in empty:
+        click.echo(f"error: {level.endpoint} c{level.concurrency}: no request completed", err=True)
+    if empty or any(level.failed for level in results):
         sys.exit(1)
 
 

@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from serve.bench import BenchOptions, load_dataset, percentile, run_bench, summary_json
+from serve.bench import (
+    BenchOptions,
+    LevelResult,
+    load_dataset,
+    percentile,
+    render_table,
+    run_bench,
+    summary_json,
+)
 from solver.commands.serve import group
 from solver.errors import InputError
 from tests.fakes.fake_endpoint import FakeEndpoint, Fault, Reply
@@ -129,3 +137,25 @@ def test_failed_requests_are_counted() -> None:
     assert level.completed == 0 and level.failed >= 2
     assert level.errors and "HTTP 500" in level.errors[0]
     assert level.total_output_tok_s == 0.0
+
+
+def test_a_level_where_nothing_completes_fails(tmp_path: Path) -> None:
+    # 2 tokens a second and 64 to send: every request is still running when the level ends
+    with FakeSGLang(rate=2, tokens=64) as fake:
+        args = ["bench", "--endpoint", fake.url, "--concurrency", "2", "--duration", "0.3"]
+        args += ["--grace", "0.2", "--max-tokens", "64"]
+        result = CliRunner().invoke(group, args)
+    assert result.exit_code == 1, result.output
+    assert "no request completed" in result.stderr
+    assert "warning: E1 c2: no request completed" in result.stdout
+
+
+def test_mostly_cancelled_level_is_flagged() -> None:
+    def level(completed: int, cancelled: int) -> LevelResult:
+        return LevelResult(
+            "http://e", 4, 1.0, completed, 0, cancelled, 10, 10.0,
+            {"p90": 1.0, "p50": 1.0, "p10": 1.0}, {"p50": 1.0, "p99": 1.0},
+        )  # fmt: skip
+
+    assert "3 of 4 requests were cancelled" in render_table([level(1, 3)])
+    assert "warning" not in render_table([level(3, 1)])
