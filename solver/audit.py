@@ -296,6 +296,7 @@ def check_references(ctx: AuditContext) -> list[Check]:
                         detail=f"names blob {digest}, which is missing",
                     )
                 )
+    rows.extend(_manifest_blob_rows(ctx, referenced))
     unreferenced = sorted(set(ctx.blob_files) - referenced)
     if unreferenced:
         rows.append(
@@ -313,6 +314,41 @@ def check_references(ctx: AuditContext) -> list[Check]:
             )
         )
     return capped(name, rows)
+
+
+def _manifest_blob_rows(ctx: AuditContext, referenced: set[str]) -> list[Check]:
+    """Blobs the manifest names: every ``{"blob": ...}`` in it (the problem file's original
+    bytes) must exist, and be the problem's ``original_digest``; the prompt templates are
+    stored under manifest["templates"] (runs made before that are only warned about)."""
+    rows: list[Check] = []
+
+    def fail(detail: str) -> None:
+        rows.append(Check(name="references", status="fail", where="MANIFEST.json", detail=detail))
+
+    for digest in iter_blob_refs(ctx.manifest):
+        referenced.add(digest)
+        if digest not in ctx.blob_files:
+            fail(f"names blob {digest}, which is missing")
+    problem = ctx.manifest.get("problem")
+    problem = problem if isinstance(problem, dict) else {}
+    original = problem.get("original")
+    if isinstance(original, dict) and original.get("blob") != problem.get("original_digest"):
+        fail("problem.original is not the blob named by problem.original_digest")
+    templates = ctx.manifest.get("templates")
+    missing = 0
+    for digest in templates.values() if isinstance(templates, dict) else []:
+        referenced.add(str(digest))
+        missing += str(digest) not in ctx.blob_files
+    if missing:
+        rows.append(
+            Check(
+                name="references",
+                status="warn",
+                where="MANIFEST.json",
+                detail=f"{missing} prompt templates are not stored in the run",
+            )
+        )
+    return rows
 
 
 def check_final(ctx: AuditContext) -> list[Check]:

@@ -117,7 +117,8 @@ def check_seals(ctx: AuditContext) -> list[Check]:
     if any(row.status == "fail" for row in rows):
         return capped(name, rows)
     if not files:
-        status = "warn" if ctx.public_key is not None else "pass"
+        # With a key, or a manifest saying the run was signed, missing seals mean stripped.
+        status = "fail" if signed(ctx) else "pass"
         return [*rows, Check(name=name, status=status, detail="the run carries no seals")]
     last = max(counts)
     after = sum(1 for r in ctx.records[last:] if r.type != "seal")
@@ -125,6 +126,12 @@ def check_seals(ctx: AuditContext) -> list[Check]:
     status = "pass" if ctx.public_key is not None else "warn"
     rows.append(Check(name=name, status=status, detail=detail + _not_verified_note(ctx)))
     return rows
+
+
+def signed(ctx: AuditContext) -> bool:
+    """Whether the run must carry seals (and, once finished, an attestation): a key was
+    given to check them, or the manifest (bound to record 0) says it was signed."""
+    return ctx.public_key is not None or isinstance(ctx.manifest.get("signing"), dict)
 
 
 def _key_hint(ctx: AuditContext) -> list[Check]:
@@ -150,7 +157,18 @@ def check_attestation(ctx: AuditContext) -> list[Check]:
     name = "attestation"
     path: Path = ctx.reader.attestation_path
     if not path.is_file():
-        return [Check(name=name, status="pass", detail="the run carries no attestation")]
+        if signed(ctx) and ctx.finished is not None:
+            return [
+                Check(
+                    name=name,
+                    status="fail",
+                    where=relative(ctx, path),
+                    detail=f"the run finished (seq {ctx.finished.seq}) signed, but carries "
+                    "no attestation",
+                )
+            ]
+        detail = "the run carries no attestation" + (" (not finished yet)" if signed(ctx) else "")
+        return [Check(name=name, status="pass", detail=detail)]
     where = relative(ctx, path)
     lines = [line for line in path.read_bytes().splitlines() if line.strip()]
     if len(lines) != 1:

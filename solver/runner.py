@@ -5,17 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import roles
+from roles.templates import template_source
 from solver.config import ResolvedSettings, Settings
-from solver.endpoint_file import read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound, RunCorrupt
 from solver.identity import code_identity, host_name, new_run_id, utc_now, utc_stamp
 from solver.llm import Deadlines, Endpoint, ModelClient, RetryPolicy
@@ -40,6 +42,7 @@ from solver.records import (
     SessionEnded,
     SessionStarted,
 )
+from solver.run_sources import resolve_endpoint, resume_endpoint, run_signing_key
 from solver.store import Record, RunReader, RunStore
 
 FORMAT = "solver-run/1"
@@ -50,31 +53,6 @@ class RunOutcome:
     run_dir: Path
     outcome: str
     result: dict[str, Any]
-
-
-def resolve_endpoint(settings: Settings) -> tuple[Endpoint, dict[str, Any]]:
-    """The endpoint from the settings, else from the descriptor `solver local up` or
-    `solver serve up` wrote. Raises InputError with one sentence when there is none."""
-    key = settings.api_key.get_secret_value() if settings.api_key else None
-    if settings.endpoint:
-        endpoint = Endpoint(
-            base_url=settings.endpoint, api=settings.api, model=settings.model or "", api_key=key
-        )
-        return endpoint, {"source": "configured"}
-    descriptor = read_descriptor()
-    if descriptor is not None:
-        endpoint = Endpoint(
-            base_url=descriptor.base_url,
-            api=descriptor.api,
-            model=settings.model or descriptor.model,
-            api_key=key,
-        )
-        info = {"source": descriptor.source, "gguf_sha256": descriptor.gguf_sha256}
-        return endpoint, info
-    raise InputError(
-        "no model endpoint is configured: set SOLVER_ENDPOINT (or --endpoint), "
-        "or start the embedded model with `solver local up`"
-    )
 
 
 def _slug(text: str) -> str:
@@ -127,6 +105,15 @@ def build_manifest(
 ) -> dict[str, Any]:
     parts = urlsplit(endpoint.base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    config = resolved.settings.masked()
+    if resolved.settings.signing_key is not None:
+        # Absolute, so a resume started from another directory finds the same key.
+        config["signing_key"] = str(resolved.settings.signing_key.resolve())
+    original = (
+        {"blob": problem.original_digest, "bytes": len(problem.original_bytes)}
+        if problem.original_bytes and problem.original_digest
+        else None
+    )
     return {
         "format": FORMAT,
         "run_id": run_id,
@@ -136,9 +123,10 @@ def build_manifest(
             "path": str(problem_path) if problem_path else None,
             "digest": problem.digest,
             "original_digest": problem.original_digest,
+            "original": original,
             "record": problem.model_dump(mode="json"),
         },
-        "config": {"resolved": resolved.settings.masked(), "sources": resolved.sources},
+        "config": {"resolved": config, "sources": resolved.sources},
         "argv": argv,
         "code": code_identity(),
         "endpoint": {"url": endpoint.base_url, "api": endpoint.api, **endpoint_info},
@@ -304,9 +292,16 @@ async def _drive(
     except (asyncio.CancelledError, KeyboardInterrupt):
         end("interrupted")
         raise
+    except EndpointUnavailable as exc:  # mid-run: the endpoint went away and stayed away
+        with contextlib.suppress(OSError):
+            end("endpoint_unavailable", str(exc))
+        raise
     except OSError as exc:
         if exc.errno in (28, 27):
-            # The disk is full: the record may not fit either; the next session repairs.
+            # The disk is full: the record may not fit either (then status shows a crash,
+            # and the next session repairs), but a blob that did not fit leaves room for it.
+            with contextlib.suppress(OSError):
+                end("storage_full", str(exc))
             ended = True
         raise
     except BaseException as exc:
@@ -347,7 +342,9 @@ async def start_run(
     )
     if given_proof is not None:
         manifest["given_proof"] = given_proof  # so that a resume can record it if need be
-    store = RunStore.create(run_dir, manifest, signing_key=settings.signing_key)
+    store = RunStore.create(
+        run_dir, manifest, signing_key=settings.signing_key, blobs=manifest_blobs(problem)
+    )
     with store:
         on_created(run_dir)
         state = RunState()
@@ -366,6 +363,15 @@ async def start_run(
             False,
             make_progress,
         )
+
+
+def manifest_blobs(problem: Problem) -> list[bytes]:
+    """Bytes the manifest names by digest, stored with it: the problem file as it was read,
+    and every prompt template (under the digests of manifest["templates"])."""
+    found = [template_source(name) for name in sorted(roles.template_digests())]
+    if problem.original_bytes:
+        found.insert(0, problem.original_bytes)
+    return found
 
 
 def record_inputs(
@@ -430,9 +436,14 @@ async def resume_run(
     argv: list[str],
     make_progress: Callable[[RunState, Callable[[], float]], Progress],
 ) -> RunOutcome:
-    store, state = open_run(run_dir, resolved_now.settings.signing_key)
+    if not (run_dir / "MANIFEST.json").is_file():
+        raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
+    key = run_signing_key(RunReader(run_dir).manifest, resolved_now.settings.signing_key)
+    store, state = open_run(run_dir, key)
     with store:
         manifest = store.manifest
+        if state.phase == "finished":
+            return finished_outcome(store, state)
         settings = settings_of_run(manifest, resolved_now)
         problem = Problem.model_validate(manifest["problem"]["record"])
         recorder = Recorder(store, state)
@@ -442,21 +453,16 @@ async def resume_run(
                     session=state.sessions,
                     reason="crashed",
                     detail="the session ended without recording why (killed or crashed)",
-                    wall_s=_seconds_between(state.session_started_t, state.last_t),
+                    wall_s=seconds_between(state.session_started_t, state.last_t),
                 )
             )
         record_inputs(recorder, problem, bool(manifest["evaluation"]), manifest.get("given_proof"))
-        endpoint = Endpoint(
-            base_url=manifest["endpoint"]["url"],
-            api=manifest["endpoint"]["api"],
-            model=manifest["model"]["requested"] or "",
-            api_key=settings.api_key.get_secret_value() if settings.api_key else None,
-        )
+        api_key = settings.api_key.get_secret_value() if settings.api_key else None
         return await _drive(
             store,
             state,
             settings,
-            endpoint,
+            resume_endpoint(manifest, api_key),
             problem,
             bool(manifest["evaluation"]),
             "resume",
@@ -466,9 +472,19 @@ async def resume_run(
         )
 
 
-def _seconds_between(start: str, end: str) -> float:
-    from datetime import datetime
+def finished_outcome(store: RunStore, state: RunState) -> RunOutcome:
+    """A finished run resumed: nothing to do, no session and no endpoint (the store still
+    writes a signed run's attestation if a crash came just before it)."""
+    try:
+        result = json.loads((store.run_dir / "final" / "result.json").read_bytes())
+    except (OSError, ValueError):
+        result = {"outcome": state.outcome}
+    return RunOutcome(store.run_dir, str(state.outcome), result)
 
+
+def seconds_between(start: str, end: str) -> float:
+    if not start or not end:
+        return 0.0
     a = datetime.fromisoformat(start.replace("Z", "+00:00"))
     b = datetime.fromisoformat(end.replace("Z", "+00:00"))
     return max((b - a).total_seconds(), 0.0)

@@ -96,6 +96,23 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def make_dirs(path: Path) -> None:
+    """``mkdir -p`` whose new entries survive a power cut: each directory it creates is
+    followed by an fsync of its parent (a rename into an unsynced directory can vanish)."""
+    missing: list[Path] = []
+    current = path
+    while not current.is_dir():
+        missing.append(current)
+        current = current.parent
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            if not directory.is_dir():
+                raise
+        fsync_dir(directory.parent)
+
+
 def write_all(fd: int, data: bytes) -> None:
     """os.write may write less than asked (signals, pipes); loop until every byte is out."""
     view = memoryview(data)

@@ -150,6 +150,12 @@ def seal_payload(run_id: str, count: int, chain_head: str, t: str) -> bytes:
     return canonical_json({"chain_head": chain_head, "count": count, "run": run_id, "t": t})
 
 
+def policies_of(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's policies as the manifest records them: role isolation (``roles``) and the
+    network allow-list (``network``)."""
+    return {"roles": manifest.get("roles"), "network": manifest.get("network")}
+
+
 def build_statement(
     subjects: Mapping[str, str],
     manifest: Mapping[str, Any],
@@ -191,7 +197,7 @@ def build_statement(
                     "config": manifest.get("config"),
                 },
                 "internalParameters": {
-                    "policies": manifest.get("policies"),
+                    "policies": policies_of(manifest),
                     "code": manifest.get("code"),
                     "model": manifest.get("model"),
                     "templates": manifest.get("templates"),

@@ -12,7 +12,7 @@ import fcntl
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +24,7 @@ from solver.store._fs import (
     crash_point,
     die,
     fsync_dir,
+    make_dirs,
     remove_temp_files,
     sha256_tag,
     storage_errors,
@@ -69,6 +70,12 @@ def _durable_sync(fd: int) -> None:
         os.fdatasync(fd)
 
 
+def _make_blob_dirs(blobs: BlobStore) -> None:
+    """blobs/, blobs/sha256 and blobs/tmp, durably, before the first blob is renamed in."""
+    make_dirs(blobs.tree)
+    make_dirs(blobs.tmp)
+
+
 def _package_version() -> str:
     try:
         return version("olympiad-solver")
@@ -103,6 +110,7 @@ class RunStore:
         self._since_seal = 0
         self._last_seal_time = time.monotonic()
         self._last_seal_digest: str | None = None
+        self._attest: dict[str, BlobRef] | None = None  # subjects to attest at close
         self._journal = run_dir / JOURNAL_NAME
         self._fd: int | None = None
         self._size = 0
@@ -120,22 +128,29 @@ class RunStore:
         signing_key: Path | None = None,
         seal_every: int = 256,
         seal_interval_s: float = 600.0,
+        blobs: Sequence[bytes] = (),
     ) -> RunStore:
-        """A new run: MANIFEST.json written atomically, then record 0 (``run.created``)."""
+        """A new run: ``blobs`` stored, MANIFEST.json written atomically, then record 0
+        (``run.created``). Every blob the manifest names must be among ``blobs``."""
         run_dir = Path(run_dir)
         if run_dir.exists() and not run_dir.is_dir():
             raise RunExists(str(run_dir))
-        if not run_dir.exists():
-            run_dir.mkdir(parents=True)
-            fsync_dir(run_dir.parent)
+        make_dirs(run_dir)
         lock = WriterLock(run_dir)
         lock.acquire(session=0)
         try:
             # A directory holding only the leftovers of a create that crashed before its
             # manifest became durable counts as empty.
             for entry in run_dir.iterdir():
-                if entry.name != LOCK_NAME and not entry.name.endswith(".tmp"):
+                if entry.name not in (LOCK_NAME, "blobs") and not entry.name.endswith(".tmp"):
                     raise RunExists(str(run_dir))
+            store_blobs = BlobStore(run_dir / "blobs")
+            _make_blob_dirs(store_blobs)
+            for data in blobs:
+                store_blobs.put(data)
+            for digest in iter_blob_refs(manifest):
+                if not store_blobs.exists(digest):
+                    raise BlobMissing(digest)
             prepared = prepare_manifest(manifest)
             if signing_key is not None:
                 public = load_private_key(signing_key).public_key()
@@ -200,7 +215,7 @@ class RunStore:
         ):
             remove_temp_files(directory)
         remove_temp_files(self.blobs.tmp)
-        self.blobs.tree.mkdir(parents=True, exist_ok=True)
+        _make_blob_dirs(self.blobs)
         scan = scan_journal(journal, self.manifest_digest)
         if scan.breaks:
             first = scan.breaks[0]
@@ -230,11 +245,25 @@ class RunStore:
             self._append("run.created", created.data(), 1)
         logged = {r.data.get("file") for r in scan.records if r.type == "recovery.tail_truncated"}
         self._log_quarantined(logged)
+        self._attest_if_missing(scan.records)
+
+    def _attest_if_missing(self, records: list[Record]) -> None:
+        """A signed run that finished but was killed before its attestation was written gets
+        it when this writer closes (subjects: the last ``run.finished``'s final map)."""
+        if self._key is None or (self.run_dir / ATTESTATION_NAME).exists():
+            return
+        finished = next((r for r in reversed(records) if r.type == "run.finished"), None)
+        if finished is None:
+            return
+        final = finished.data.get("final")
+        if isinstance(final, dict):
+            self._attest = {
+                name: BlobRef(str(link["blob"]), int(link["bytes"])) for name, link in final.items()
+            }
 
     def _repair(self, torn: TornTail) -> None:
         """Move an incomplete last line to quarantine/, cut it off, and record both."""
-        quarantine = self.run_dir / "quarantine"
-        quarantine.mkdir(exist_ok=True)
+        make_dirs(self.run_dir / "quarantine")
         # The same offset can tear twice (a crash while appending the recovery record);
         # quarantined bytes are never overwritten, so the second one gets its own name.
         name = f"quarantine/journal.jsonl.{torn.offset}.tail"
@@ -267,11 +296,14 @@ class RunStore:
             self._append(record.type, record.data(), 1)
 
     def close(self) -> None:
-        """Seal what is unsealed (with a key), close the journal, release the lock."""
+        """Seal what is unsealed and write a pending attestation (with a key), close the
+        journal, release the lock."""
         if self._fd is None:
             return
         try:
-            if self._key is not None and self._since_seal > 0:
+            if self._key is not None and self._attest is not None:
+                self._write_attestation(self._attest)
+            elif self._key is not None and self._since_seal > 0:
                 self.seal()
         finally:
             os.close(self._fd)
@@ -383,7 +415,7 @@ class RunStore:
         payload = seal_payload(str(self.manifest["run_id"]), count, head, utc_now())
         envelope = sign_envelope(PAYLOAD_SEAL, payload, self._key)
         name = f"seals/seal-{count:08d}.json"
-        (self.run_dir / "seals").mkdir(exist_ok=True)
+        make_dirs(self.run_dir / "seals")
         write_atomic(self.run_dir / name, envelope)
         self._last_seal_digest = sha256_tag(envelope)
         seal = Seal(
@@ -403,15 +435,23 @@ class RunStore:
         if _FINAL_NAME.fullmatch(name) is None or name in (".", ".."):
             raise StoreError(f"final artifact name must be a plain file name: {name!r}")
         ref = self.put_blob(data)
-        (self.run_dir / "final").mkdir(exist_ok=True)
+        make_dirs(self.run_dir / "final")
         write_atomic(self.run_dir / "final" / name, data)
         return ref
 
     def finish_attestation(self, subjects: Mapping[str, BlobRef]) -> Path | None:
-        """With a key: seal, then write attestation.intoto.jsonl, a DSSE envelope around an
-        in-toto Statement v1 whose subjects are ``subjects`` and the journal head."""
+        """With a key: attest ``subjects`` (the final artifacts) when the store closes, after
+        the records that end the session and the last seal, so the attestation covers the
+        whole journal. Returns the path it will be written to (None without a key)."""
         if self._key is None:
             return None
+        self._attest = dict(subjects)
+        return self.run_dir / ATTESTATION_NAME
+
+    def _write_attestation(self, subjects: Mapping[str, BlobRef]) -> Path:
+        """Seal what is unsealed, then write attestation.intoto.jsonl: a DSSE envelope around
+        an in-toto Statement v1 whose subjects are ``subjects`` and the journal head."""
+        assert self._key is not None
         if self._since_seal > 0:
             self.seal()
         statement = build_statement(

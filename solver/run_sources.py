@@ -1,0 +1,117 @@
+"""Where a run's model endpoint and signing key come from, at its start and on resume."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from solver.config import Settings
+from solver.endpoint_file import EndpointDescriptor, read_descriptor
+from solver.errors import EndpointUnavailable, InputError, ModelChanged
+from solver.llm import Endpoint
+from solver.store import StoreError
+from solver.store.attest import key_id, load_private_key
+
+
+def resolve_endpoint(settings: Settings) -> tuple[Endpoint, dict[str, Any]]:
+    """The endpoint from the settings, else from the descriptor `solver local up` or
+    `solver serve up` wrote. Raises InputError with one sentence when there is none."""
+    key = settings.api_key.get_secret_value() if settings.api_key else None
+    if settings.endpoint:
+        endpoint = Endpoint(
+            base_url=settings.endpoint, api=settings.api, model=settings.model or "", api_key=key
+        )
+        return endpoint, {"source": "configured"}
+    descriptor = live_descriptor()
+    if descriptor is not None:
+        endpoint = Endpoint(
+            base_url=descriptor.base_url,
+            api=descriptor.api,
+            model=settings.model or descriptor.model,
+            api_key=key,
+        )
+        info = {"source": descriptor.source, "gguf_sha256": descriptor.gguf_sha256}
+        return endpoint, info
+    raise InputError(
+        "no model endpoint is configured: set SOLVER_ENDPOINT (or --endpoint), "
+        "or start a model server with `solver local up` or `solver serve up`"
+    )
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def live_descriptor() -> EndpointDescriptor | None:
+    """The endpoint descriptor, refused at once when the server it names has died (waiting
+    endpoint_wait_s for a process that is gone would only hang silently)."""
+    descriptor = read_descriptor()
+    if descriptor is not None and not _pid_running(descriptor.pid):
+        if descriptor.source == "local":
+            raise EndpointUnavailable(
+                f"the local server (pid {descriptor.pid}) is not running: run `solver local up`"
+            )
+        raise EndpointUnavailable(
+            f"the model server (pid {descriptor.pid}) is not running: run `solver serve up`"
+        )
+    return descriptor
+
+
+def resume_endpoint(manifest: dict[str, Any], api_key: str | None) -> Endpoint:
+    """The endpoint a resumed run talks to: the manifest's URL, except for the embedded model,
+    whose port changes with every `solver local up`; then the current local descriptor, which
+    must serve the same GGUF file."""
+    recorded = manifest["endpoint"]
+    url = recorded["url"]
+    if recorded.get("source") == "local":
+        descriptor = live_descriptor()
+        if descriptor is None or descriptor.source != "local":
+            raise EndpointUnavailable(
+                "this run used the embedded model, which is not running: run `solver local up`"
+            )
+        if descriptor.gguf_sha256 != recorded.get("gguf_sha256"):
+            raise ModelChanged(
+                f"the embedded model now serves GGUF {descriptor.gguf_sha256}, but this run "
+                f"used {recorded.get('gguf_sha256')}: start `solver local up` with that file"
+            )
+        url = descriptor.base_url
+    return Endpoint(
+        base_url=url,
+        api=recorded["api"],
+        model=manifest["model"]["requested"] or "",
+        api_key=api_key,
+    )
+
+
+def run_signing_key(manifest: dict[str, Any], today: Path | None) -> Path | None:
+    """The key that continues a run: for a signed run, the first of today's signing_key and
+    the path the run recorded whose key id is the one in the manifest (a resume from another
+    directory or with another config must not silently drop the signing); none is an error."""
+    signing = manifest.get("signing")
+    if not isinstance(signing, dict):
+        return today  # an unsigned run: today's key, if any, seals it from here on
+    wanted = str(signing.get("keyid"))
+    recorded = manifest.get("config", {}).get("resolved", {}).get("signing_key")
+    tried: list[Path] = []
+    for candidate in (today, Path(recorded) if isinstance(recorded, str) else None):
+        if candidate is None or candidate in tried:
+            continue
+        tried.append(candidate)
+        try:
+            key = load_private_key(candidate)
+        except StoreError:
+            continue
+        if key_id(key.public_key()) == wanted:
+            return candidate
+    looked = ", ".join(str(path) for path in tried) or "no signing_key configured"
+    raise InputError(
+        f"this run is signed with key {wanted[:16]}, and no private key with that id could "
+        f"be loaded ({looked}): set signing_key to that key to continue it"
+    )

@@ -1,0 +1,187 @@
+"""A signed run resumed from elsewhere keeps its signing; what a finished signed run holds."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from roles.templates import template_source
+from solver.audit import audit_run
+from solver.config import resolve_settings
+from solver.errors import InputError, exit_code_for
+from solver.problems import load_problem
+from solver.runner import resume_run, start_run
+from solver.store import RunReader, generate_key_pair
+from tests.fakes.fake_endpoint import FakeEndpoint
+from tests.loop import scripts
+from tests.loop.harness import QuietProgress, flags_for, write_problem
+
+
+class Killed(Exception):
+    pass
+
+
+def _die(path: Path) -> None:
+    raise Killed(path)
+
+
+def create_signed(tmp_path: Path, fake: FakeEndpoint, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A run started with a key given by a *relative* path, killed as soon as it exists."""
+    home = tmp_path / "home"
+    generate_key_pair(home / "keys")
+    monkeypatch.chdir(home)
+    problem_path = write_problem(home)
+    flags = flags_for(fake, home, signing_key="keys/solver-ed25519.key")
+    resolved = resolve_settings(flags=flags, env={}, cwd=home)
+    with pytest.raises(Killed) as killed:
+        asyncio.run(
+            start_run(
+                load_problem(problem_path),
+                problem_path,
+                resolved,
+                evaluation=False,
+                argv=[],
+                make_progress=QuietProgress,
+                on_created=_die,
+            )
+        )
+    return (home / Path(str(killed.value))).resolve()
+
+
+def resume_elsewhere(run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Resume from another directory whose configuration names no signing key."""
+    other = tmp_path / "elsewhere"
+    other.mkdir(exist_ok=True)
+    monkeypatch.chdir(other)
+    resolved = resolve_settings(env={}, cwd=other)
+    assert resolved.settings.signing_key is None
+    outcome = asyncio.run(
+        resume_run(
+            run_dir, resolved, allow_model_change=False, argv=[], make_progress=QuietProgress
+        )
+    )
+    return outcome.outcome
+
+
+def statement_of(run_dir: Path) -> dict[str, Any]:
+    envelope = json.loads((run_dir / "attestation.intoto.jsonl").read_bytes())
+    return dict(json.loads(base64.b64decode(envelope["payload"])))
+
+
+def test_resumed_signed_run_is_sealed_and_attested_over_every_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+        assert resume_elsewhere(run_dir, tmp_path, monkeypatch) == "solved"
+    public = tmp_path / "home" / "keys" / "solver-ed25519.pub"
+    report = audit_run(run_dir, public_key=public)
+    assert report.ok, [c for c in report.checks if c.status == "fail"]
+    attestation = [c for c in report.checks if c.name == "attestation"]
+    # Written last: after session.ended and the final seal, so it covers the whole journal.
+    assert [c.status for c in attestation] == ["pass"], attestation
+    records = list(RunReader(run_dir).records())
+    assert [r.type for r in records[-2:]] == ["session.ended", "seal"]
+    assert f"journal.jsonl@{len(records)}" in {s["name"] for s in statement_of(run_dir)["subject"]}
+
+
+def test_attestation_policies_are_the_manifests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+        resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    manifest = RunReader(run_dir).manifest
+    internal = statement_of(run_dir)["predicate"]["buildDefinition"]["internalParameters"]
+    assert internal["policies"] == {"roles": manifest["roles"], "network": manifest["network"]}
+    assert internal["policies"]["roles"]["policy"] and internal["policies"]["network"]["allow"]
+
+
+def test_manifest_blobs_hold_the_problem_file_and_templates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+    reader = RunReader(run_dir)
+    problem = reader.manifest["problem"]
+    original = (tmp_path / "home" / "odd.md").read_bytes()
+    assert problem["original"]["blob"] == problem["original_digest"]
+    assert reader.read_blob(problem["original_digest"]) == original
+    for name, digest in reader.manifest["templates"].items():
+        assert reader.read_blob(digest) == template_source(name)
+    # A removed problem blob is a failing reference, named at the manifest.
+    reader.blobs.path_for(problem["original_digest"]).unlink()
+    found = [
+        c
+        for c in audit_run(run_dir).checks
+        if c.name == "references" and c.status == "fail" and c.where == "MANIFEST.json"
+    ]
+    assert found and problem["original_digest"] in found[0].detail
+
+
+def test_signed_run_without_its_key_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+        (tmp_path / "home" / "keys" / "solver-ed25519.key").rename(tmp_path / "moved.key")
+        before = (run_dir / "journal.jsonl").read_bytes()
+        with pytest.raises(InputError, match="signed with key") as refused:
+            resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    assert exit_code_for(refused.value) == 2
+    assert (run_dir / "journal.jsonl").read_bytes() == before
+
+
+def test_signed_run_with_another_key_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+        other, _public, _kid = generate_key_pair(tmp_path / "other")
+        (tmp_path / "home" / "keys" / "solver-ed25519.key").unlink()
+        resolved = resolve_settings(flags={"signing_key": other}, env={}, cwd=tmp_path)
+        with pytest.raises(InputError, match="signed with key"):
+            asyncio.run(
+                resume_run(
+                    run_dir,
+                    resolved,
+                    allow_model_change=False,
+                    argv=[],
+                    make_progress=QuietProgress,
+                )
+            )
+
+
+def test_resuming_a_finished_run_changes_nothing_and_needs_no_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+        resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    files = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+    # The endpoint is gone: a finished run must not probe it.
+    assert resume_elsewhere(run_dir, tmp_path, monkeypatch) == "solved"
+    after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == files
+
+
+def test_finished_signed_run_killed_before_its_attestation_gets_it_on_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+        resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    (run_dir / "attestation.intoto.jsonl").unlink()
+    public = tmp_path / "home" / "keys" / "solver-ed25519.pub"
+    assert not audit_run(run_dir, public_key=public).ok
+    resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    report = audit_run(run_dir, public_key=public)
+    assert report.ok, [c for c in report.checks if c.status == "fail"]
+    digest = hashlib.sha256((run_dir / "final" / "proof.md").read_bytes()).hexdigest()
+    assert digest in {s["digest"]["sha256"] for s in statement_of(run_dir)["subject"]}
