@@ -2,7 +2,8 @@
 
 The request handler fills a :class:`RequestRecord` and hands it to :meth:`TelemetryWriter.put`
 (a queue append); a background thread batches the inserts, so no request ever waits on SQLite.
-API keys are never part of a record; request bodies only when ``store_bodies`` is set.
+API keys are never part of a record; request bodies only when ``store_bodies`` is set. Each
+row has its own ``id``; ``request_id`` (the correlation id) may repeat when a client reuses it.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ._wire import uuid7
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS requests (
-    request_id TEXT PRIMARY KEY,
+    id TEXT PRIMARY KEY,
+    request_id TEXT NOT NULL,
     client_request_id TEXT NOT NULL,
     session_id TEXT NOT NULL,
     client_protocol TEXT NOT NULL,
@@ -43,6 +47,7 @@ CREATE TABLE IF NOT EXISTS requests (
     request_body BLOB
 );
 CREATE INDEX IF NOT EXISTS requests_started ON requests (started_at);
+CREATE INDEX IF NOT EXISTS requests_request_id ON requests (request_id);
 """
 
 
@@ -51,7 +56,8 @@ class RequestRecord:
     """One client request. ``status``: success | truncated | upstream_error | upstream_idle |
     client_cancel | bad_request | no_route (research e.4 outcome enum, plus the 4xx ones)."""
 
-    request_id: str
+    request_id: str  # the correlation id (the client's x-request-id): may repeat
+    id: str = field(default_factory=uuid7)  # the row's own key, unique per request
     client_request_id: str = ""
     session_id: str = ""
     client_protocol: str = ""
@@ -80,8 +86,7 @@ class RequestRecord:
 BATCH_SECONDS = 0.25
 _COLUMNS = [f.name for f in fields(RequestRecord)]
 _INSERT = (
-    f"INSERT OR REPLACE INTO requests ({', '.join(_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in _COLUMNS)})"
+    f"INSERT INTO requests ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
 )
 
 
@@ -89,8 +94,39 @@ def connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=30)
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=NORMAL")
+    _migrate(db)
     db.executescript(SCHEMA)
     return db
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """A database from before the ``id`` column keyed rows by ``request_id``, so a repeated
+    x-request-id replaced a row. Rebuild it under the new schema, keeping every row (their old
+    key, unique there, becomes their ``id``)."""
+    columns = [row[1] for row in db.execute("PRAGMA table_info(requests)")]
+    if not columns or "id" in columns:
+        return
+    wanted = [f for f in fields(RequestRecord) if f.name != "id"]
+    names = ", ".join(f.name for f in wanted)
+    # a column the old table lacks gets the record's default
+    values = ", ".join(f.name if f.name in columns else "?" for f in wanted)
+    defaults = [f.default for f in wanted if f.name not in columns]
+    db.execute("BEGIN IMMEDIATE")  # one transaction: a crash leaves the old table as it was
+    try:
+        db.execute("ALTER TABLE requests RENAME TO requests_v1")
+        db.execute("DROP INDEX IF EXISTS requests_started")
+        for statement in SCHEMA.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(
+            f"INSERT INTO requests (id, {names}) SELECT request_id, {values} FROM requests_v1",
+            defaults,
+        )
+        db.execute("DROP TABLE requests_v1")
+    except BaseException:
+        db.rollback()
+        raise
+    db.commit()
 
 
 class TelemetryWriter:
