@@ -87,12 +87,12 @@ def proxied(
             yield fake, proxy
 
 
-def anthropic_client(proxy: ProxyServer) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0, timeout=30)
+def anthropic_client(proxy: ProxyServer, timeout: float = 30) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=proxy.url, api_key="k", max_retries=0, timeout=timeout)
 
 
-def openai_client(proxy: ProxyServer) -> openai.OpenAI:
-    return openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0, timeout=30)
+def openai_client(proxy: ProxyServer, timeout: float = 30) -> openai.OpenAI:
+    return openai.OpenAI(base_url=proxy.url + "/v1", api_key="k", max_retries=0, timeout=timeout)
 
 
 _A_STOP = {"end_turn": "stop", "max_tokens": "length", "tool_use": "tool_calls"}
@@ -165,10 +165,11 @@ def ask(
     user: str = "hi",
     tools: bool = True,
     max_tokens: int = 512,
+    timeout: float = 30,
 ) -> Seen:
     """One request through the real SDK of ``front``, read to the end."""
     if front == "anthropic":
-        client = anthropic_client(proxy)
+        client = anthropic_client(proxy, timeout)
         kwargs: dict[str, Any] = {
             "model": "glm",
             "max_tokens": max_tokens,
@@ -182,7 +183,7 @@ def ask(
                     pass
                 return _from_anthropic(events.get_final_message())
         return _from_anthropic(client.messages.create(**kwargs))
-    oai = openai_client(proxy)
+    oai = openai_client(proxy, timeout)
     if front == "responses":
         rkwargs: dict[str, Any] = {"model": "glm", "input": user, "max_output_tokens": max_tokens}
         if tools:

@@ -1,10 +1,12 @@
 """Soak: 32 concurrent clients for 30 minutes (``PROXY_SOAK_SECONDS`` to change) through every
 front, against an upstream that stalls, resets, truncates, errors, refuses and prefills slowly.
-Zero client streams may hang: each must end in an answer or a protocol error within a bound
-set by the proxy's deadlines."""
+Clients are spread over Chat, Responses and Anthropic upstreams. Zero client streams may hang:
+each must end in an answer or a protocol error within a bound set by the proxy's deadlines; a
+client-side timeout or a dropped connection counts as a hang."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -24,6 +26,12 @@ from tests.proxy.helpers import FRONTS, ask, proxied
 CLIENTS = 32
 LIMITS = Deadlines(first_byte=3, idle=2, keepalive=0.5, open_after=0.3, max_wall=60)
 HANG_BOUND = 45.0  # far above every deadline: a request slower than this hung
+# the SDKs' own timeout must lie above the bound, or a silent stream would end as a timeout
+# error and be counted as an answer instead of a hang
+CLIENT_TIMEOUT = HANG_BOUND + 30
+# a dropped connection or a client-side timeout is no protocol error: the proxy went silent
+HUNG = (anthropic.APIConnectionError, openai.APIConnectionError)
+UPSTREAM_OF_CLIENT = ("chat", "chat", "responses", "anthropic")  # client number % 4
 
 FAULTS = [
     None, None, None, None,
@@ -47,25 +55,35 @@ def test_no_hung_stream_under_faults() -> None:
     outcomes: Counter[str] = Counter()
     hung: list[str] = []
     lock = threading.Lock()
-    with proxied(_responder, "chat", deadlines=LIMITS) as (_, proxy):
+    with contextlib.ExitStack() as stack:
+        proxies = {
+            api: stack.enter_context(proxied(_responder, api, deadlines=LIMITS))[1]
+            for api in set(UPSTREAM_OF_CLIENT)
+        }
         stop = time.monotonic() + seconds
 
         def client(number: int) -> None:
             rng = random.Random(number)
+            upstream = UPSTREAM_OF_CLIENT[number % len(UPSTREAM_OF_CLIENT)]
+            proxy = proxies[upstream]
             while time.monotonic() < stop:
                 front = rng.choice(FRONTS)
                 user = f"client {number} request {rng.random()}"
                 started = time.monotonic()
+                timed_out = False
                 try:
-                    seen = ask(front, proxy, stream=rng.random() < 0.8, user=user)
+                    seen = ask(front, proxy, stream=rng.random() < 0.8, user=user,
+                               timeout=CLIENT_TIMEOUT)  # fmt: skip
                     outcome = "failed" if seen.stop == "failed" else "answered"
+                except HUNG as exc:
+                    outcome, timed_out = type(exc).__name__, True
                 except (anthropic.APIError, openai.APIError) as exc:
                     outcome = type(exc).__name__
                 elapsed = time.monotonic() - started
                 with lock:
-                    outcomes[outcome] += 1
-                    if elapsed > HANG_BOUND:
-                        hung.append(f"{front} {user}: {elapsed:.1f}s")
+                    outcomes[f"{upstream}:{outcome}"] += 1
+                    if elapsed > HANG_BOUND or timed_out:
+                        hung.append(f"{upstream}->{front} {user}: {outcome} {elapsed:.1f}s")
 
         threads = [threading.Thread(target=client, args=(n,)) for n in range(CLIENTS)]
         for thread in threads:
@@ -74,9 +92,12 @@ def test_no_hung_stream_under_faults() -> None:
             thread.join(seconds + HANG_BOUND * 2)
         assert not any(t.is_alive() for t in threads), "a client thread never came back"
         deadline = time.monotonic() + 10
-        while proxy.state.metrics.in_flight and time.monotonic() < deadline:
+        in_flight = lambda: sum(p.state.metrics.in_flight for p in proxies.values())  # noqa: E731
+        while in_flight() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert proxy.state.metrics.in_flight == 0
+        assert in_flight() == 0
     assert hung == []
-    assert outcomes["answered"] > 0 and sum(outcomes.values()) > CLIENTS
+    for api in proxies:
+        assert outcomes[f"{api}:answered"] > 0, api
+    assert sum(outcomes.values()) > CLIENTS
     print(dict(outcomes))
