@@ -214,6 +214,9 @@ class Engine:
         self.progress = progress
         self.elapsed = elapsed
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        # Output tokens promised to solve calls in flight (their max_tokens), so that calls
+        # started together cannot overrun the token budget between them.
+        self._promised: dict[str, int] = {}
 
     async def run(self) -> Finish:
         """Drive the run to its finish. Cancelling this coroutine cancels every call in
@@ -222,19 +225,28 @@ class Engine:
             self._reissue_unfinished()
             while True:
                 step = decide(self.state, self.policy, self.elapsed())
-                if step.decisions:
-                    for decision in step.decisions:
-                        self.recorder.append(decision)
-                        self.progress.decided(decision)
-                    continue
+                for decision in step.decisions:
+                    self.recorder.append(decision)
+                    self.progress.decided(decision)
                 if step.cancel:
-                    await self._cancel(step.cancel, "the solve phase ended")
+                    # In the same step as the decision that left the solve phase: the next
+                    # decide() looks only at the new phase and would never cancel them.
+                    reason = (
+                        step.decisions[-1].reason if step.decisions else "the solve phase ended"
+                    )
+                    await self._cancel(step.cancel, reason)
+                if step.decisions or step.cancel:
                     continue
                 if step.finish is not None:
+                    # A finished run leaves no call without its recorded end.
+                    await self._cancel(tuple(self.tasks), "the run finished")
                     return step.finish
                 free = self.concurrency - len(self.tasks)
                 for planned in step.calls[: max(free, 0)]:
                     if planned.call_id not in self.state.calls:
+                        cap = self._token_cap(planned.phase)
+                        if cap is not None and cap < 1:
+                            break  # the budget left is promised to calls in flight; wait
                         self.recorder.append(planned)
                     self._start(planned.call_id)
                 if not self.tasks:
@@ -246,6 +258,16 @@ class Engine:
             if self.tasks:
                 await asyncio.gather(*self.tasks.values(), return_exceptions=True)
             self.tasks.clear()
+            self._promised.clear()
+
+    def _token_cap(self, phase: str, *, promised: bool = True) -> int | None:
+        """The most output tokens a new call may be given under the token budget: what is
+        left, less what the calls in flight may still spend. Grading after the solve phase
+        is not capped: the budget bounds the search, not the judging of what it found."""
+        if self.policy.total_tokens is None or phase != "solve":
+            return None
+        left = self.policy.total_tokens - self.state.tokens_total
+        return left - sum(self._promised.values()) if promised else left
 
     async def _wait_one(self) -> None:
         timeout = None
@@ -257,6 +279,7 @@ class Engine:
         for task in done:
             call_id = next(k for k, v in self.tasks.items() if v is task)
             del self.tasks[call_id]
+            self._promised.pop(call_id, None)
             task.result()  # a bug in the engine surfaces here, never silently
 
     def _reissue_unfinished(self) -> None:
@@ -276,7 +299,7 @@ class Engine:
                         reason="started in an earlier session that ended before it did",
                     )
                 )
-            self._start(call.call_id)
+            self._start(call.call_id, reissued=True)
 
     def _recorded_completion(self, call: CallState) -> Completion:
         assert call.response_blob is not None
@@ -286,27 +309,37 @@ class Engine:
             return fold_events(decode_stream(api, [raw]))
         return fold_events(decode_body(api, raw))
 
-    def _start(self, call_id: str) -> None:
+    def _start(self, call_id: str, *, reissued: bool = False) -> None:
         if call_id in self.tasks:
             return
         call = self.state.calls[call_id]
+        max_tokens = int(self.sampling(call.role)["max_tokens"])
+        # A call issued again on resume is already planned: it must run, so it is capped
+        # by the budget left alone (at least one token), not deferred.
+        cap = self._token_cap(call.phase, promised=not reissued)
+        if cap is not None:
+            max_tokens = min(max_tokens, max(cap, 1))
+            self._promised[call_id] = max_tokens
         self.progress.call_started(call)
-        self.tasks[call_id] = asyncio.create_task(self._run_call(call), name=call_id)
+        self.tasks[call_id] = asyncio.create_task(self._run_call(call, max_tokens), name=call_id)
 
     async def _cancel(self, call_ids: tuple[str, ...], reason: str) -> None:
         for call_id in call_ids:
             task = self.tasks.pop(call_id, None)
+            self._promised.pop(call_id, None)
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             call = self.state.calls[call_id]
+            if call.status != "planned":
+                continue  # it ended on its own before the cancel reached it
             if call.open_attempt is not None:
                 self.recorder.append(
                     LlmAbandoned(call_id=call_id, attempt=call.open_attempt, reason=reason)
                 )
             self.recorder.append(CallCancelled(call_id=call_id, reason=reason))
 
-    async def _run_call(self, call: CallState) -> None:
+    async def _run_call(self, call: CallState, max_tokens: int) -> None:
         built = self.contexts.build(call)
         if not call.has_context:
             for artifact in built.new_artifacts:
@@ -326,7 +359,7 @@ class Engine:
         request = Request(
             model=self.model,
             messages=tuple(Message.text(cast(Role, role), text) for role, text in built.messages),
-            **self.sampling(call.role),
+            **{**self.sampling(call.role), "max_tokens": max_tokens},
         )
         while True:
             observer = CallObserver(self.recorder, call.call_id, self.api, self.progress)

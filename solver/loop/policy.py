@@ -462,6 +462,9 @@ def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> F
         if grade_of(state, version) > 0:
             return Finish("partial", selected, reason)
         return Finish("unsolved", selected, reason)
+    if state.budget_exhausted:
+        # The search was stopped, not broken: an honest "unsolved", with the budget named.
+        return Finish("unsolved", None, f"{state.budget_exhausted}; {reason}")
     if any(c.status == "completed" for c in state.calls.values()):
         return Finish("unsolved", None, reason)
     return Finish("failed", None, reason + "; no model call completed")
