@@ -182,6 +182,8 @@ class LocalServerRecord(BaseModel):
     base_url: str
     model: str
     context_length: int
+    # What `up` asked for; the server may allocate a little more (context_length above).
+    requested_context: int | None = None
     threads: int
     binary: str
     gguf: str
@@ -254,11 +256,15 @@ def served_context(server: ServerProcess) -> int:
 def up(
     port: int | None = None,
     *,
-    context_length: int = DEFAULT_CONTEXT,
+    context_length: int | None = None,
     threads: int | None = None,
     progress: Progress = _silent,
 ) -> EndpointDescriptor:
     """Start the local server (or find it already running) and write the endpoint descriptor.
+
+    ``context_length`` None means :data:`DEFAULT_CONTEXT` for a new server and whatever a
+    running one has; a running server with another context than the one asked for is refused
+    (:class:`~solver.errors.ConfigError`, exit 2), never silently reused.
 
     Raises :class:`~solver.errors.NotFound` (exit 6) when ``solver local install`` has not run,
     :class:`~solver.errors.EndpointUnavailable` (exit 3) when the server does not come up.
@@ -268,10 +274,16 @@ def up(
 
 
 def _up_locked(
-    port: int | None, context_length: int, threads: int | None, progress: Progress
+    port: int | None, context_length: int | None, threads: int | None, progress: Progress
 ) -> EndpointDescriptor:
     running = _running_record()
     if running is not None and is_healthy(running.base_url.removesuffix("/v1")):
+        has = running.requested_context or running.context_length
+        if context_length is not None and context_length != has:
+            raise ConfigError(
+                f"the local server already runs with a {has}-token context; "
+                f"run `solver local down` first to start it with {context_length}"
+            )
         if port is None or port == running.port:
             progress(f"already running: pid {running.pid} at {running.base_url}")
             descriptor = descriptor_for(running)
@@ -291,6 +303,7 @@ def _up_locked(
         raise NotFound(f"{MODEL_PACKAGE} is not installed: run `solver local install` first")
     digest = file_sha256(gguf)
     threads = threads or default_threads()
+    context_length = context_length or DEFAULT_CONTEXT
     progress(f"starting llama-server: {gguf.name}, context {context_length}, threads {threads}")
     server = start_server(
         server_build.binary,
@@ -306,6 +319,7 @@ def _up_locked(
         base_url=server.base_url,
         model=server.model,
         context_length=served_context(server),
+        requested_context=context_length,
         threads=threads,
         binary=str(server.binary),
         gguf=str(gguf),

@@ -66,9 +66,9 @@ def install_command(jobs: int | None) -> None:
     "--context",
     "context_length",
     type=click.IntRange(256, 8192),
-    default=DEFAULT_CONTEXT,
-    show_default=True,
-    help="Context size in tokens (SmolLM2 was trained with 8192).",
+    default=None,
+    help=f"Context size in tokens (default {DEFAULT_CONTEXT}, what SmolLM2 was trained with); "
+    "refused while a server with another context runs.",
 )
 @click.option(
     "--threads",
@@ -77,7 +77,7 @@ def install_command(jobs: int | None) -> None:
     help="CPU threads (default: half the cores, at most 4).",
 )
 @_one_line_errors
-def up_command(port: int | None, context_length: int, threads: int | None) -> None:
+def up_command(port: int | None, context_length: int | None, threads: int | None) -> None:
     """Start the server on 127.0.0.1 and write the endpoint descriptor `solver solve` uses."""
     descriptor = local.up(port, context_length=context_length, threads=threads, progress=_progress)
     click.echo(descriptor.base_url)
