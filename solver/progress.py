@@ -1,6 +1,8 @@
 """Live progress of a run: a rich table on a terminal, or one JSON object per line.
 
-Both read the folded state; neither writes anything to the run.
+Both read the folded state; neither writes anything to the run. The engine reports each call's
+start, every streamed delta and its end; the JSON form turns the deltas into at most one
+``call.progress`` line a second per call.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -20,23 +22,46 @@ from rich.table import Table
 from solver.loop.state import CallState, RunState, verification_calls
 from solver.records import Decision
 
+# Seconds between two `call.progress` lines of one call: a 256k-token stream must not become
+# 256k lines, and a call shorter than this gets none.
+PROGRESS_INTERVAL_S = 1.0
+
 
 @dataclass
 class _Streaming:
+    started: float
+    role: str = ""
+    candidate: str | None = None
     chars: int = 0
     deltas: int = 0  # stream deltas: one token each on SGLang, vLLM and llama.cpp
-    started: float = field(default_factory=time.monotonic)
+    reported: float = 0.0  # when the last call.progress line went out
+
+    def elapsed(self, now: float) -> float:
+        return max(now - self.started, 1e-3)
+
+    def rate(self, now: float) -> float:
+        return self.deltas / self.elapsed(now)
 
 
 class ProgressBase(ABC):
-    def __init__(self, state: RunState, budget: dict[str, Any], elapsed: Callable[[], float]):
+    def __init__(
+        self,
+        state: RunState,
+        budget: dict[str, Any],
+        elapsed: Callable[[], float],
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.state = state
         self.budget = budget
         self.elapsed = elapsed
+        self.clock = clock
         self.streaming: dict[str, _Streaming] = {}
 
     def call_started(self, call: CallState) -> None:
-        self.streaming[call.call_id] = _Streaming()
+        now = self.clock()
+        self.streaming[call.call_id] = _Streaming(
+            started=now, role=call.role, candidate=call.lineage, reported=now
+        )
         self.refresh({"event": "call.started", "call": call.call_id, "role": call.role})
 
     def call_finished(self, call: CallState) -> None:
@@ -49,6 +74,13 @@ class ProgressBase(ABC):
             entry.chars += chars
             entry.deltas += 1
             self.tick()
+            now = self.clock()
+            if now - entry.reported >= PROGRESS_INTERVAL_S:
+                entry.reported = now
+                self.call_progress(call_id, entry, now)
+
+    def call_progress(self, call_id: str, entry: _Streaming, now: float) -> None:  # noqa: B027
+        """A throttled report on one streaming call; only the JSON form prints it."""
 
     def decided(self, decision: Decision) -> None:
         self.refresh({"event": "decision", **decision.data()})
@@ -89,9 +121,24 @@ class JsonProgress(ProgressBase):
         self.out.write(json.dumps({**event, "totals": self.totals()}, sort_keys=True) + "\n")
         self.out.flush()
 
+    def call_progress(self, call_id: str, entry: _Streaming, now: float) -> None:
+        self.refresh(
+            {
+                "event": "call.progress",
+                "call": call_id,
+                "candidate": entry.candidate,
+                "role": entry.role,
+                "tokens_streamed": entry.deltas,
+                "chars_streamed": entry.chars,
+                "tok_s": round(entry.rate(now), 1),
+                "elapsed_s": round(entry.elapsed(now), 1),
+            }
+        )
+
 
 class LiveProgress(ProgressBase):
-    """A table per candidate: role in flight, verifications passed, streamed text, speed."""
+    """A table per candidate: role in flight, verifications passed, streamed tokens, speed, and
+    how long its oldest call in flight has run."""
 
     def __init__(self, *args: Any, console: Console | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -108,7 +155,7 @@ class LiveProgress(ProgressBase):
         self.live.__exit__(None, None, None)
 
     def tick(self) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if now - self._last_draw > 0.25:
             self._last_draw = now
             self.live.update(self._table())
@@ -126,8 +173,10 @@ class LiveProgress(ProgressBase):
             f"{t['calls']} calls | accepted {t['accepted']} | budget left: {budget}",
             title_justify="left",
         )
-        for column in ("candidate", "version", "in flight", "verified", "tokens", "tok/s"):
+        columns = ("candidate", "version", "in flight", "verified", "tokens", "tok/s", "elapsed")
+        for column in columns:
             table.add_column(column)
+        now = self.clock()
         for lineage in sorted(s.lineages.values(), key=lambda ln: ln.index):
             latest = lineage.latest
             version = latest.version if latest else 0
@@ -139,7 +188,8 @@ class LiveProgress(ProgressBase):
             )
             entries = [self.streaming[c.call_id] for c in flight if c.call_id in self.streaming]
             tokens = sum(e.deltas for e in entries)
-            rate = sum(e.deltas / max(time.monotonic() - e.started, 1e-3) for e in entries)
+            rate = sum(e.rate(now) for e in entries)
+            running = max((e.elapsed(now) for e in entries), default=None)
             state = (
                 "accepted"
                 if lineage.accepted_version is not None
@@ -156,5 +206,16 @@ class LiveProgress(ProgressBase):
                 str(passed),
                 str(tokens),
                 f"{rate:.0f}",
+                "-" if running is None else _duration(running),
             )
         return table
+
+
+def _duration(seconds: float) -> str:
+    """``42 s``, ``3m05s``, ``1h02m``: calls on a large model run for an hour or more."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

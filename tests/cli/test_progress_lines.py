@@ -1,0 +1,95 @@
+"""Live progress per call: elapsed time in the table, throttled `call.progress` JSON lines."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from rich.console import Console
+
+from solver.loop.state import CallState, LineageState, RunState
+from solver.progress import JsonProgress, LiveProgress
+
+BUDGET = {"wall_s": None, "tokens": None, "calls": None}
+
+
+class Clock:
+    """A hand-moved monotonic clock, so throttling is tested without sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _state() -> RunState:
+    state = RunState()
+    for index, lineage in enumerate(("L0", "L1")):
+        state.lineages[lineage] = LineageState(lineage=lineage, index=index)
+        call_id = f"{lineage}.v0.generate"
+        state.calls[call_id] = CallState(
+            call_id=call_id,
+            role="generator",
+            variant="direct",
+            phase="solve",
+            lineage=lineage,
+            version=0,
+            target=None,
+            evaluation=False,
+        )
+    return state
+
+
+def test_json_progress_lines_are_throttled_per_call() -> None:
+    state, clock, out = _state(), Clock(), io.StringIO()
+    progress = JsonProgress(state, BUDGET, lambda: 0.0, clock=clock, out=out)
+    progress.call_started(state.calls["L0.v0.generate"])
+    progress.call_started(state.calls["L1.v0.generate"])
+    for _ in range(40):  # 40 deltas of L0 over 2.5 s (exact binary steps), 2 of L1
+        clock.now += 0.0625
+        progress.streamed("L0.v0.generate", 4)
+    progress.streamed("L1.v0.generate", 4)
+    progress.streamed("L1.v0.generate", 4)
+    progress.call_finished(state.calls["L0.v0.generate"])
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    reports = [line for line in lines if line["event"] == "call.progress"]
+    # One line a second for L0 (at 1.0 s and 2.0 s), one for L1 (first delta after 2.5 s).
+    assert [(r["call"], r["tokens_streamed"]) for r in reports] == [
+        ("L0.v0.generate", 16),
+        ("L0.v0.generate", 32),
+        ("L1.v0.generate", 1),
+    ]
+    first = reports[0]
+    assert first["candidate"] == "L0" and first["role"] == "generator"
+    assert first["chars_streamed"] == 64 and first["elapsed_s"] == 1.0
+    assert first["tok_s"] == 16.0
+    assert "totals" in first
+    assert lines[-1]["event"] == "call.finished"
+
+
+def test_a_call_shorter_than_the_interval_gets_no_progress_line() -> None:
+    state, clock, out = _state(), Clock(), io.StringIO()
+    progress = JsonProgress(state, BUDGET, lambda: 0.0, clock=clock, out=out)
+    progress.call_started(state.calls["L0.v0.generate"])
+    for _ in range(15):
+        clock.now += 0.0625
+        progress.streamed("L0.v0.generate", 1)
+    progress.call_finished(state.calls["L0.v0.generate"])
+    events = [json.loads(line)["event"] for line in out.getvalue().splitlines()]
+    assert events == ["call.started", "call.finished"]
+
+
+def test_the_table_shows_how_long_each_candidates_call_has_run() -> None:
+    state, clock, screen = _state(), Clock(), io.StringIO()
+    console = Console(file=screen, width=160, force_terminal=False)
+    live = LiveProgress(state, BUDGET, lambda: 0.0, clock=clock, console=console)
+    with live:
+        live.call_started(state.calls["L0.v0.generate"])
+        clock.now += 125.0
+        live.call_started(state.calls["L1.v0.generate"])
+        clock.now += 7.0
+    text = screen.getvalue().splitlines()
+    assert any("elapsed" in line for line in text)
+    row = {line.split()[1]: line for line in text if line.split()[1:2] in (["L0"], ["L1"])}
+    assert "2m12s" in row["L0"] and "7 s" in row["L1"]
