@@ -45,6 +45,9 @@ class Policy:
     backoff_initial: float = 5.0
     backoff_max: float = 300.0
     max_restarts: int = 20  # consecutive failed restarts before giving up
+    # starts in a row that never reached ready: a bad flag or a missing model fails the same way
+    # every time, so give up at once rather than after the full backoff series
+    max_startup_failures: int = 3
     reset_after: float = 600.0  # this long ready and healthy resets the failure series
     stop_grace: float = 30.0
 
@@ -135,9 +138,16 @@ class Supervisor:
     def _loop(self, client: httpx.Client) -> None:
         policy = self.policy
         failures = 0  # consecutive: drives the backoff and giving up; reset by a healthy spell
+        never_ready = 0  # consecutive starts that failed before ready
         first = True
         while not self._stop.is_set():
             if not first:
+                if never_ready >= policy.max_startup_failures:
+                    self._emit("gave-up", restarts=self.restarts, never_ready=never_ready)
+                    raise EndpointUnavailable(
+                        f"server failed to start {never_ready} times in a row (a configuration "
+                        "error?); see the log"
+                    )
                 if failures > policy.max_restarts:
                     self._emit("gave-up", restarts=self.restarts, consecutive=failures - 1)
                     raise EndpointUnavailable(
@@ -153,7 +163,9 @@ class Supervisor:
             self._start()
             if not self._await_ready(client):
                 failures += 1
+                never_ready += 1
                 continue
+            never_ready = 0
             ready_at = time.monotonic()
             self._supervise(client)
             # a server that served well for a while before failing starts a fresh series: hours

@@ -179,6 +179,21 @@ def test_gives_up_after_max_restarts(tmp_path: Path) -> None:
     assert backoffs == [FAST.backoff_initial, 2 * FAST.backoff_initial]
 
 
+def test_a_server_that_never_starts_gives_up_after_three_tries() -> None:
+    # a startup configuration error: the full restart series (20 here) would take over an hour
+    policy = replace(FAST, max_restarts=20)
+    sup = Supervisor(
+        [sys.executable, "-c", "raise SystemExit(3)"], "http://127.0.0.1:9", policy=policy
+    )
+    from solver.errors import EndpointUnavailable
+
+    with pytest.raises(EndpointUnavailable, match="failed to start 3 times"):
+        sup.run()
+    assert [e.kind for e in sup.events].count("exited") == policy.max_startup_failures == 3
+    gave_up = next(e for e in sup.events if e.kind == "gave-up")
+    assert gave_up.detail["never_ready"] == 3
+
+
 def test_ctrl_c_stops_server_and_its_children(tmp_path: Path) -> None:
     port = free_port()
     child_file = tmp_path / "child.pid"
