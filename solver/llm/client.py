@@ -23,7 +23,7 @@ from solver.llm import _policy
 from solver.llm._ids import new_request_id
 from solver.llm._policy import AllowList, host_port, status_error
 from solver.llm._watchdog import Watchdog
-from solver.llm.codec import PATHS, StreamDecoder, encode_request
+from solver.llm.codec import PATHS, StreamDecoder, encode_request, starts_body
 from solver.llm.errors import (
     ContextLengthExceeded,
     EndpointUnreachable,
@@ -312,6 +312,7 @@ class ModelClient:
         status: int | None = None
         server_id: str | None = None
         ttfb: float | None = None
+        headers_at: float | None = None
         ttft: float | None = None
         failure: TransportError | None = None
         local_failure: str | None = None
@@ -328,25 +329,35 @@ class ModelClient:
                 response = await client.send(http_request, stream=True)
                 # headers alone do not end the first-byte phase: vLLM sends them before the
                 # prefill, SGLang only with the first token; the first body byte ends it
-                ttfb = loop.time() - t0
+                headers_at = loop.time() - t0
                 try:
                     status = response.status_code
                     server_id = response.headers.get("x-request-id") or response.headers.get(
                         "request-id"
                     )
-                    kind = response.headers.get("content-type", "")
-                    sse = "event-stream" in kind or ("json" not in kind and request.stream)
-                    held: list[bytes] | None = None if sse and status < 400 else []
+                    # body or stream is told by the first byte, never by the content-type, the
+                    # way decode_stream/decode_body tell it offline (E20)
+                    decided = status >= 400
+                    held: list[bytes] | None = []
                     async for data in response.aiter_raw():
                         if watchdog.last is None:
                             watchdog.body_started()
+                            ttfb = loop.time() - t0
                         watchdog.last = loop.time()
                         sink.write(data)
                         hasher.update(data)
                         size += len(data)
                         if held is not None:
                             held.append(data)
-                            continue
+                            if decided:
+                                continue
+                            body_first = starts_body(data)
+                            if body_first is None:
+                                continue
+                            decided = True
+                            if body_first:
+                                continue
+                            data, held = b"".join(held), None
                         events = decoder.feed(data)
                         if events:
                             for event in events:
@@ -364,11 +375,13 @@ class ModelClient:
                     raise self._status_error(
                         status, b"".join(held or []), response.headers, request_id
                     )
-                if held is not None:
+                if held is not None and (decided or not request.stream):
                     tail = decoder.body(b"".join(held))
                     if ttft is None:
                         ttft = loop.time() - t0
                 else:
+                    if held:  # only whitespace came: a stream that never started
+                        decoder.feed(b"".join(held))
                     tail = decoder.close()
                 for event in tail:
                     folder.add(event)
@@ -434,7 +447,8 @@ class ModelClient:
                     request_id=request_id,
                     server_request_id=server_id or decoder.server_id,
                     status=status,
-                    ttfb_s=ttfb,
+                    ttfb_s=ttfb if ttfb is not None else headers_at,
+                    headers_s=headers_at,
                     ttft_s=ttft,
                     total_s=total,
                     usage=usage,

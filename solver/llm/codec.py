@@ -27,6 +27,7 @@ __all__ = [
     "encode_request",
     "request_from_params",
     "request_params",
+    "starts_body",
 ]
 
 # Path of each protocol below the endpoint's base URL (which ends in /v1 or not, see client).
@@ -176,6 +177,16 @@ class StreamDecoder:
         return self._builder.closed
 
 
+def starts_body(data: bytes) -> bool | None:
+    """Whether a response whose first bytes are ``data`` is one JSON body (``{`` or ``[``) or
+    an SSE stream; None while only whitespace was seen. The one rule the live client and the
+    offline decoders share, whatever the content-type said (E20)."""
+    head = data.lstrip()
+    if not head:
+        return None
+    return head[:1] in (b"{", b"[")
+
+
 def decode_stream(api: Api, chunks: Iterable[bytes]) -> Iterator[StreamEvent]:
     """Canonical events of a recorded raw SSE response, chunk boundaries anywhere.
 
@@ -185,11 +196,11 @@ def decode_stream(api: Api, chunks: Iterable[bytes]) -> Iterator[StreamEvent]:
     head: list[bytes] = []
     chunk_iter = iter(chunks)
     for chunk in chunk_iter:
-        stripped = chunk.lstrip()
-        if not stripped:
+        body = starts_body(chunk)
+        if body is None:
             head.append(chunk)
             continue
-        if stripped[:1] == b"{":
+        if body:
             yield from decoder.body(b"".join(head) + chunk + b"".join(chunk_iter))
             return
         for held in head:
@@ -204,7 +215,7 @@ def decode_stream(api: Api, chunks: Iterable[bytes]) -> Iterator[StreamEvent]:
 def decode_body(api: Api, data: bytes) -> list[StreamEvent]:
     """Canonical events of a recorded non-stream JSON response; an SSE stream sent to a
     non-stream request (E20) is recognised and decoded as a stream."""
-    if data.lstrip()[:1] not in (b"{", b"[", b""):
+    if starts_body(data) is False:
         return list(decode_stream(api, [data]))
     return StreamDecoder(api).body(data)
 

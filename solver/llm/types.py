@@ -124,6 +124,7 @@ class AttemptEnd:
     normalised_cases: tuple[str, ...]
     response_sha256: str = ""
     response_bytes: int = 0
+    headers_s: float | None = None  # the response headers; ``ttfb_s`` is the first body byte
 
 
 class ResponseSink(Protocol):

@@ -22,6 +22,12 @@ from solver.llm import (
     ProbeTimeout,
     Request,
     RetryPolicy,
+    StreamError,
+    StreamProtocolError,
+    TextDelta,
+    decode_body,
+    decode_stream,
+    fold_events,
 )
 from tests.llm.recorder import Recorder
 
@@ -90,9 +96,14 @@ class RawServer:
                 self._stop.wait()
 
 
-def http(body: bytes, *, status: int = 200, content_type: str = "application/json") -> bytes:
-    """A close-delimited HTTP/1.1 response (no length: the body ends at EOF)."""
-    head = f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n"
+def http(
+    body: bytes, *, status: int = 200, content_type: str = "application/json", sized: bool = False
+) -> bytes:
+    """An HTTP/1.1 response; close-delimited (the body ends at EOF) unless ``sized``."""
+    length = f"Content-Length: {len(body)}\r\n" if sized else ""
+    head = (
+        f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n{length}Connection: close\r\n\r\n"
+    )
     return head.encode() + body
 
 
@@ -128,8 +139,15 @@ def complete(
 
 
 def models_or(answer: bytes) -> Script:
-    models = http(orjson.dumps({"data": [{"id": "glm-fake"}]}))
-    return lambda path: models if path.endswith("/models") else answer
+    models = http(orjson.dumps({"data": [{"id": "glm-fake"}]}), sized=True)
+    missing = http(b"{}", status=404, sized=True)
+
+    def script(path: str) -> bytes:
+        if path.endswith("/models"):
+            return models
+        return missing if path.endswith("/props") else answer
+
+    return script
 
 
 # ---------------------------------------------------------------- probe
@@ -153,3 +171,66 @@ def test_complete_against_a_silent_server_ends_at_its_deadlines() -> None:
     with RawServer(lambda path: None) as server, pytest.raises(FirstByteTimeout):
         complete(server.url, deadlines, recorder=recorder)
     assert [end.error_kind for end in recorder.ends] == ["first_byte_timeout"]
+
+
+# ---------------------------------------------------------------- body or stream (E20)
+
+ANSWER_SSE = b"\n" + sse(
+    chunk({"role": "assistant", "content": "Two."}),
+    chunk({}, "stop"),
+    {"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}},
+    done=True,
+)
+ANSWER_BODY = b"  " + orjson.dumps(
+    {
+        "id": "chatcmpl-1",
+        "choices": [{"index": 0, "message": {"content": "Two."}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+    }
+)
+QUICK = Deadlines(connect=2, first_byte=5, idle=5, total=20)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.parametrize(
+    ("raw", "label"),
+    [(ANSWER_SSE, "application/json"), (ANSWER_BODY, "text/event-stream")],
+    ids=["sse-labelled-json", "json-labelled-sse"],
+)
+def test_live_and_offline_decoding_agree_whatever_the_label(
+    raw: bytes, label: str, stream: bool
+) -> None:
+    recorder = Recorder()
+    with RawServer(models_or(http(raw, content_type=label))) as server:
+        completion = complete(server.url, QUICK, req=request(stream=stream), recorder=recorder)
+    assert completion.text == "Two." and completion.finish_reason == "stop"
+    assert completion.usage.output_tokens == 2
+    recorded = recorder.sinks[0].getvalue()
+    assert recorded == raw
+    offline = decode_stream("chat", [recorded]) if stream else decode_body("chat", recorded)
+    assert fold_events(offline) == completion
+
+
+# ---------------------------------------------------------------- an error ends a Chat stream
+
+
+@pytest.mark.parametrize(("code", "retryable"), [(503, True), (400, False)])
+def test_chat_error_then_silence_ends_at_the_error(code: int, retryable: bool) -> None:
+    stream = sse(
+        chunk({"role": "assistant", "content": "Par"}),
+        {"error": {"message": "engine overloaded", "code": code}},
+        chunk({"content": "tial after the error"}),
+    )
+    recorder = Recorder()
+    # the idle deadline is long: only ending at the error itself gives a server_error
+    deadlines = Deadlines(connect=2, first_byte=10, idle=10)
+    with (
+        RawServer(models_or(http(stream, content_type="text/event-stream")), hold=True) as server,
+        pytest.raises(StreamProtocolError) as caught,
+    ):
+        complete(server.url, deadlines, recorder=recorder)
+    assert caught.value.kind == "server_error"
+    assert caught.value.retryable is retryable
+    texts = [e for e in recorder.events if isinstance(e, TextDelta)]
+    assert texts == [TextDelta("Par")]
+    assert isinstance(recorder.events[-1], StreamError)
