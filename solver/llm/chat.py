@@ -171,6 +171,9 @@ class ChatDecoder:
             builder.cases.add("E36_error_in_stream")
             retryable = status is None or status == 429 or status >= 500
             builder.error("server_error", message, retryable=retryable, status=status)
+            # the error is the terminal: end now, as the other decoders do, so nothing after
+            # it is emitted and a server that then goes silent is not waited on
+            builder.end(clean=False)
             return
         usage = chunk.get("usage")
         choices = chunk.get("choices")
