@@ -52,10 +52,11 @@ def _load(name: str) -> tuple[str, str, Callable[[], bool]]:
     return source, name, lambda: True
 
 
-@cache
-def environment() -> jinja2.Environment:
+def build_environment(loader: jinja2.BaseLoader) -> jinja2.Environment:
+    """The one set of rendering settings, over any loader: the installed templates, or (for
+    the audit) the template bytes a run stored, so an old run renders as it was made."""
     env = jinja2.Environment(
-        loader=jinja2.FunctionLoader(_load),
+        loader=loader,
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         trim_blocks=True,
@@ -64,6 +65,23 @@ def environment() -> jinja2.Environment:
     )
     env.filters["proof_label"] = proof_label
     return env
+
+
+@cache
+def environment() -> jinja2.Environment:
+    return build_environment(jinja2.FunctionLoader(_load))
+
+
+def environment_from(source: Callable[[str], bytes | None]) -> jinja2.Environment:
+    """An environment whose templates come from ``source(name)`` (None: no such template)."""
+
+    def load(name: str) -> tuple[str, str, Callable[[], bool]] | None:
+        data = source(name)
+        if data is None:
+            return None
+        return data.decode("utf-8"), name, lambda: True
+
+    return build_environment(jinja2.FunctionLoader(load))
 
 
 def _walk(node: Traversable, prefix: str) -> Iterator[str]:
@@ -106,7 +124,9 @@ def referenced_templates(name: str) -> tuple[str, ...]:
     return tuple(sorted(seen))
 
 
-def render_template(name: str, context: Mapping[str, Any]) -> str:
+def render_template(
+    name: str, context: Mapping[str, Any], env: jinja2.Environment | None = None
+) -> str:
     """Render one template; surrounding blank lines are trimmed, nothing else is touched."""
-    text = environment().get_template(name).render(dict(context))
+    text = (env or environment()).get_template(name).render(dict(context))
     return text.strip("\n") + "\n"
