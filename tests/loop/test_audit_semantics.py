@@ -110,7 +110,7 @@ def test_missing_outcome_and_foreign_host_fail(finished_run: Path, tmp_path: Pat
             dropped = True
             return None
         if type_ == "net.connect":
-            data["host"] = "198.51.100.7"
+            data["address"] = "198.51.100.7:" + data["address"].rsplit(":", 1)[1]
         return data
 
     run = rewrite(finished_run, tmp_path / "n", edit)
