@@ -327,7 +327,16 @@ async def drive_job(
         message = str(exc) or type(exc).__name__
         if not isinstance(exc, SolverError) and exit_code_for(exc) == 1:
             message = f"{type(exc).__name__}: {message}"
-        return JobResult(job, "error", {}, error=message, exit_code=exit_code_for(exc))
+        return JobResult(job, "error", {}, error=eval_hint(message), exit_code=exit_code_for(exc))
+
+
+def eval_hint(message: str) -> str:
+    """A run's error inside an evaluation: it is continued by the same `solver eval`
+    command (which resumes it with the others), not by `solver resume`."""
+    return _RESUME_HINT.sub("the same `solver eval` command", message)
+
+
+_RESUME_HINT = re.compile(r"`solver resume[^`]*`")
 
 
 async def drive_jobs(

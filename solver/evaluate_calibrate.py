@@ -117,13 +117,16 @@ def calibration_report(
     for graded in items:
         done = by_item.get(graded.item)
         result = done.result if done is not None else {}
-        model = result.get("evaluation_score") if done and done.status == "finished" else None
+        finished = done is not None and done.status == "finished"
+        model = result.get("evaluation_score") if finished else None
         evaluation = result.get("evaluation") or {}
         rows.append(
             {
                 "item": graded.item,
                 "human": graded.human,
                 "model": model,
+                # Graded, but no grade could be read: left out of the agreement, and said so.
+                "ungraded": finished and model is None,
                 "grader_scores": evaluation.get("scores", []),
                 "reconciled": bool(evaluation.get("reconciled")),
                 "status": done.status if done else "unfinished",
@@ -149,8 +152,11 @@ def calibration_markdown(
         f"{len(rows)} graded proofs, {graders} grader(s) each.",
         "",
     ]
+    ungraded = [row["item"] for row in rows if row.get("ungraded")]
+    if ungraded:
+        lines += [f"Ungraded (no grade could be read; not compared): {', '.join(ungraded)}.", ""]
     if agreed is None:
-        lines += ["No grading run has finished yet.", ""]
+        lines += ["No grading run has finished with a grade yet.", ""]
     else:
         lines += [
             f"- exact agreement: {agreed.exact:.1%} ({round(agreed.exact * agreed.n)}/{agreed.n})",
@@ -175,7 +181,13 @@ def calibration_markdown(
         "|---|---|---|---|---|",
     ]
     for row in rows:
-        model = "-" if row["model"] is None else str(row["model"])
+        model = (
+            "ungraded"
+            if row.get("ungraded")
+            else "-"
+            if row["model"] is None
+            else str(row["model"])
+        )
         scores = ", ".join("-" if s is None else str(s) for s in row["grader_scores"])
         mark = " (reconciled)" if row["reconciled"] else ""
         status = row["status"] + (f": {row['error']}" if row["error"] else "")

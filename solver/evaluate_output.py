@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -10,11 +11,15 @@ from solver.evaluate_scores import EvalSummary, ProblemSummary, RunScore, Spread
 from solver.store import write_atomic
 
 RESULTS_FORMAT = "solver-eval-results/1"
+PLOT_FIX = "pip install 'olympiad-solver[plot]'"
+NO_MATPLOTLIB = f"matplotlib is not installed (an optional extra): {PLOT_FIX}"
 POLICY = {
     "rubric": "the evaluation grade (0-7, median of the graders, or the reconciliation grader's "
     "when their grades spread more than the configured limit), scaled to the problem's points",
     "strict": "the problem's full points for a complete proof (evaluation grade 7), else 0",
     "no_proof": "a run without a final proof scores 0 under both",
+    "ungraded": "a final proof whose grade could not be read (graders truncated or unparsed) "
+    "scores 0 under both and is labelled ungraded",
 }
 
 
@@ -62,16 +67,21 @@ def results_json(summary: EvalSummary, header: dict[str, Any]) -> dict[str, Any]
             {"problem": r.problem_id, "run": r.run, "status": r.status, "error": r.error}
             for r in summary.unfinished
         ],
+        "ungraded": [{"problem": r.problem_id, "run": r.run} for r in summary.ungraded],
     }
 
 
 def _cell(run: RunScore) -> str:
     if not run.finished:
         return run.status
-    note = "" if run.grade is not None else " (no proof)"
+    note = " (ungraded)" if run.ungraded else "" if run.grade is not None else " (no proof)"
     reconciled = "*" if run.reconciled else ""
     answer = f", answer {run.answer}" if run.answer else ""
     return f"{_num(run.rubric)}/{run.points}{reconciled} ({run.strict}){note}{answer}"
+
+
+def _runs_text(runs: list[RunScore]) -> str:
+    return ", ".join(f"{r.problem_id} run {r.run}" for r in runs)
 
 
 def score_line(summary: EvalSummary, run: int, *, strict: bool) -> str:
@@ -80,7 +90,8 @@ def score_line(summary: EvalSummary, run: int, *, strict: bool) -> str:
     for p in summary.problems:
         r = p.runs[run - 1]
         value = (str(r.strict) if strict else _num(r.rubric)) if r.finished else "?"
-        parts.append(f"{p.problem_id} {value}/{p.points}")
+        label = " (ungraded)" if r.ungraded else ""  # counted as 0, but not a graded 0
+        parts.append(f"{p.problem_id} {value}/{p.points}{label}")
     total = summary.totals[run - 1]
     value = str(total.strict) if strict else _num(total.rubric)
     mark = "" if total.complete else " (incomplete)"
@@ -97,6 +108,11 @@ def results_markdown(summary: EvalSummary, header: dict[str, Any]) -> str:
         "",
         f"- rubric total: {_spread_text(summary.rubric_total, top)}",
         f"- strict total: {_spread_text(summary.strict_total, top)}",
+        *(
+            [f"- ungraded, counted as 0: {_runs_text(summary.ungraded)}"]
+            if summary.ungraded
+            else []
+        ),
         "",
         "## Runs",
         "",
@@ -119,7 +135,8 @@ def results_markdown(summary: EvalSummary, header: dict[str, Any]) -> str:
     lines += [
         "",
         "Each cell: rubric score/points (strict score); * = the graders disagreed by more "
-        "than the limit and a reconciliation grader decided.",
+        "than the limit and a reconciliation grader decided; ungraded = the final proof's "
+        "grade could not be read, counted as 0.",
         "",
         "## Grading policy",
         "",
@@ -147,16 +164,16 @@ def _bounds(items: list[ProblemSummary], rubric: bool) -> tuple[list[float], lis
     return below, above
 
 
-def write_chart(summary: EvalSummary, path: Path, title: str) -> bool:
+def write_chart(summary: EvalSummary, path: Path, title: str) -> str | None:
     """Mean rubric and strict score per problem, with the range over runs as error bars.
-    Returns False (and writes nothing) when matplotlib is not installed."""
+    Returns None when drawn, else why not (and writes nothing): matplotlib is optional."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return False
+        return NO_MATPLOTLIB
     problems = list(summary.problems)
     xs = list(range(len(problems)))
     width = 0.38
@@ -194,17 +211,26 @@ def write_chart(summary: EvalSummary, path: Path, title: str) -> bool:
     fig.savefig(tmp)
     plt.close(fig)
     tmp.replace(path)
-    return True
+    return None
 
 
-def write_results(
-    out_dir: Path, summary: EvalSummary, header: dict[str, Any]
-) -> tuple[Path, Path, Path | None]:
-    data = json.dumps(results_json(summary, header), indent=2, sort_keys=True).encode() + b"\n"
+@dataclass(frozen=True)
+class Written:
+    json_path: Path
+    md_path: Path
+    png_path: Path | None
+    chart_note: str | None  # why there is no chart, when there is none
+
+
+def write_results(out_dir: Path, summary: EvalSummary, header: dict[str, Any]) -> Written:
+    png_path = out_dir / "results.png"
+    note = write_chart(summary, png_path, Path(str(header["set"]["path"])).name)
+    if note is not None:
+        png_path.unlink(missing_ok=True)  # a chart of an earlier invocation would be stale
+    chart = {"chart": None if note else png_path.name, "chart_note": note}
+    data = results_json(summary, {**header, **chart})
     json_path = out_dir / "results.json"
     md_path = out_dir / "results.md"
-    write_atomic(json_path, data)
+    write_atomic(json_path, json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
     write_atomic(md_path, results_markdown(summary, header).encode())
-    png_path = out_dir / "results.png"
-    drawn = write_chart(summary, png_path, Path(str(header["set"]["path"])).name)
-    return json_path, md_path, png_path if drawn else None
+    return Written(json_path, md_path, None if note else png_path, note)

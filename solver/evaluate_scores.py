@@ -7,7 +7,9 @@ Two grading policies are reported side by side (research note, section e, point 
 - strict: the full points only for a complete proof (an evaluation grade of 7), otherwise 0,
   the completion standard of the IMO 2026 audits, where no partial credit is manufactured.
 
-A run without a final proof (failed, or no candidate) scores 0 under both.
+A run without a final proof (failed, or no candidate) scores 0 under both. So does a final
+proof whose grade could not be read (its graders truncated or unparsed): it is "ungraded",
+counted as 0 in every total and labelled as such wherever it is shown.
 """
 
 from __future__ import annotations
@@ -35,10 +37,16 @@ class RunScore:
     tokens: int = 0
     wall_s: float = 0.0
     error: str = ""
+    has_proof: bool = False  # the run selected a final proof
 
     @property
     def finished(self) -> bool:
         return self.status == "finished"
+
+    @property
+    def ungraded(self) -> bool:
+        """A final proof without a readable grade: scores 0, but is not "no proof"."""
+        return self.finished and self.has_proof and self.grade is None
 
     @property
     def rubric(self) -> float:
@@ -58,6 +66,7 @@ class RunScore:
             "status": self.status,
             "outcome": self.outcome,
             "grade": self.grade,
+            "ungraded": self.ungraded,
             "grader_scores": list(self.grader_scores),
             "reconciled": self.reconciled,
             "answer": self.answer,
@@ -76,7 +85,8 @@ def score_from_result(
     """The score of a finished run from its final/result.json."""
     evaluation = result.get("evaluation") or {}
     grade = result.get("evaluation_score")
-    if result.get("selected") is None:
+    has_proof = result.get("selected") is not None
+    if not has_proof:
         grade = None  # no final proof: nothing was graded
     return RunScore(
         problem_id=problem_id,
@@ -85,12 +95,17 @@ def score_from_result(
         status="finished",
         points=points,
         outcome=result.get("outcome"),
-        grade=int(grade) if isinstance(grade, int | float) else None,
-        grader_scores=tuple(evaluation.get("scores") or ()),
+        grade=int(grade)
+        if isinstance(grade, int | float) and not isinstance(grade, bool)
+        else None,
+        grader_scores=tuple(
+            int(g) if isinstance(g, int | float) else None for g in evaluation.get("scores") or ()
+        ),
         reconciled=bool(evaluation.get("reconciled")),
         answer=(result.get("answer_check") or {}).get("verdict"),
         tokens=int((result.get("tokens") or {}).get("total", 0)),
         wall_s=float(result.get("wall_s") or 0.0),
+        has_proof=has_proof,
     )
 
 
@@ -174,6 +189,10 @@ class EvalSummary:
     @property
     def unfinished(self) -> list[RunScore]:
         return [r for p in self.problems for r in p.runs if not r.finished]
+
+    @property
+    def ungraded(self) -> list[RunScore]:
+        return [r for p in self.problems for r in p.runs if r.ungraded]
 
 
 def summarise(

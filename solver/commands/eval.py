@@ -26,13 +26,12 @@ from solver.evaluate import (
 )
 from solver.evaluate_calibrate import calibration_report, load_graded, write_calibration
 from solver.evaluate_output import score_line, write_results
-from solver.evaluate_scores import RunScore, score_from_result, summarise
+from solver.evaluate_scores import EvalSummary, RunScore, score_from_result, summarise
 from solver.problem_sets import load_problem_set
 from solver.runner import read_state
 
 EVAL_GRADERS = 3  # G when neither --graders nor the configuration file sets it
 GRADERS_KEY = "grading.evaluation_graders"
-NO_CHART = "(no chart: matplotlib is missing; pip install 'olympiad-solver[plot]')"
 
 
 def _corr(value: float | None) -> str:
@@ -137,9 +136,13 @@ def _drive(
         count[0] += 1
         job = result.job
         grade = result.result.get("evaluation_score")
+        # A grading-only run (calibration) solves nothing; "unsolved" would mislead.
+        outcome = "graded" if job.given_proof is not None else result.result.get("outcome")
         how = "already finished" if result.skipped else ("resumed" if result.resumed else "run")
+        has_proof = result.result.get("selected") is not None or job.given_proof is not None
+        shown = f"{grade}/7" if grade is not None else "ungraded" if has_proof else "-"
         detail = (
-            f"{result.result.get('outcome')}, grade {grade if grade is not None else '-'}/7 ({how})"
+            f"{outcome}, grade {shown} ({how})"
             if result.status == "finished"
             else f"{result.status}: {result.error}"
         )
@@ -150,7 +153,7 @@ def _drive(
                 "item": job.key,
                 "run": job.run,
                 "status": result.status,
-                "outcome": result.result.get("outcome"),
+                "outcome": outcome,
                 "grade": grade,
                 "skipped": result.skipped,
                 "run_dir": str(job.run_dir),
@@ -194,6 +197,14 @@ def _exit_on_errors(results: list[JobResult], as_json: bool) -> None:
             f"{first.error}); run the same command again to continue",
         )
         sys.exit(first.exit_code or 1)
+
+
+def _means_line(summary: EvalSummary) -> str:
+    """The totals' means, or why there are none (a 0 would read as a real score)."""
+    rubric, strict, top = summary.rubric_total, summary.strict_total, summary.max_total
+    if rubric is None or strict is None:
+        return "no complete run: no run index has finished on every problem"
+    return f"rubric mean {rubric.mean:.2f}/{top}, strict mean {strict.mean:.2f}/{top}"
 
 
 def _served_model(results: list[JobResult]) -> str | None:
@@ -327,7 +338,11 @@ def run(
         "graders": graders,
         "model": _served_model(results),
     }
-    json_path, md_path, png_path = write_results(out_dir, summary, header)
+    written = write_results(out_dir, summary, header)
+    json_path, md_path, png_path = written.json_path, written.md_path, written.png_path
+    if written.chart_note is not None:
+        # stderr in both modes: with --json, stdout stays one JSON object per line.
+        click.echo(f"warning: no chart: {written.chart_note}", err=True)
     lines = [f"run {n}: {score_line(summary, n, strict=False)}" for n in range(1, runs + 1)]
     strict = summary.strict_total
     rubric = summary.rubric_total
@@ -338,6 +353,7 @@ def run(
             "results": str(json_path),
             "markdown": str(md_path),
             "chart": str(png_path) if png_path else None,
+            "chart_note": written.chart_note,
             "rubric": rubric.to_json() if rubric else None,
             "strict": strict.to_json() if strict else None,
             "max": summary.max_total,
@@ -345,9 +361,8 @@ def run(
         "\n".join(
             [
                 *lines,
-                f"rubric mean {rubric.mean if rubric else 0:.2f}/{summary.max_total}, "
-                f"strict mean {strict.mean if strict else 0:.2f}/{summary.max_total}",
-                f"results: {json_path}  {md_path}  {png_path or NO_CHART}",
+                _means_line(summary),
+                f"results: {json_path}  {md_path}  {png_path or '(no chart)'}",
             ]
         ),
     )
