@@ -240,7 +240,9 @@ def load_report(
         created=str(created),
         state=run_state,
         phase=state.phase,
-        outcome=state.outcome,
+        # A grading-only run (a given proof, as calibration makes) solves nothing: its
+        # outcome is that it was graded, not that the problem stayed unsolved.
+        outcome="graded" if state.outcome and manifest.get("given_proof") else state.outcome,
         reason=str(result.get("reason") or state.budget_exhausted or ""),
         problem=problem,
         model=state.served_model or (manifest.get("model") or {}).get("requested"),
@@ -285,12 +287,24 @@ def _evaluation(calls: list[CallView], result: dict[str, Any]) -> dict[str, Any]
     if not graders:
         return None
     reconcile = next((c for c in calls if c.role == "grader:reconcile"), None)
+    score = result.get("evaluation_score")
     return {
         "scores": [c.facts.get("score") if c.status == "completed" else None for c in graders],
+        # For display: a grade, "ungraded" (completed, no readable grade) or "-" (not ended).
+        "labels": [_grade_label(c) for c in graders],
         "reconciled": reconcile is not None and reconcile.status == "completed",
         "reconciled_score": reconcile.facts.get("score") if reconcile is not None else None,
-        "score": result.get("evaluation_score"),
+        "score": score,
+        # The run finished and its final proof has no readable grade: scored 0, labelled.
+        "ungraded": bool(result) and score is None and result.get("selected") is not None,
     }
+
+
+def _grade_label(call: CallView) -> str:
+    if call.status != "completed":
+        return "-"
+    score = call.facts.get("score")
+    return "ungraded" if score is None else str(score)
 
 
 def _in_loop_score(calls: list[CallView], state: RunState) -> int | None:

@@ -39,6 +39,7 @@ table{border-collapse:collapse;font-size:13.5px}td,th{padding:3px 9px;border-bot
 font-variant-numeric:tabular-nums}
 .pill{display:inline-block;padding:1px 9px;border-radius:10px;font-size:13px;color:#fff;
 background:#5a6b7d}.pill.solved,.pill.accepted,.pill.finished,.pill.completed{background:#2f9e6e}
+.pill.graded{background:#3b7dd8}
 .pill.partial,.pill.open,.pill.running{background:#d8903b}.pill.unsolved,.pill.failed,
 .pill.abandoned,.pill.crashed,.pill.unusable{background:#c94b4b}
 .prose{white-space:pre-wrap;font-family:Georgia,'Times New Roman',serif;font-size:16px;
@@ -170,7 +171,9 @@ def _timeline_svg(report: RunReport) -> str:
     ]
     total = max(max(end), last, 1e-3)
     width, left, row = 1100, 150, 7
-    height = 30 + row * len(spans)
+    legend = sorted({c.role for c in spans})
+    # Tall enough for the bars and for the legend beside them (one 14 px line per role).
+    height = max(30 + row * len(spans), 30 + 14 * len(legend))
     scale = (width - left - 10) / total
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="100%" '
@@ -198,7 +201,6 @@ def _timeline_svg(report: RunReport) -> str:
             f'<text x="{x - (40 if quarter == 4 else 0):.1f}" y="11">'
             f"{_e(format_seconds(quarter * total / 4))}</text>"
         )
-    legend = sorted({c.role for c in spans})
     for i, role in enumerate(legend):
         parts.append(
             f'<rect x="4" y="{20 + i * 14}" width="10" height="10" '
@@ -261,8 +263,9 @@ def _summary_table(report: RunReport) -> str:
         rows.append(("in-loop grade", f"{report.in_loop_score}/7"))
     if report.evaluation is not None:
         ev = report.evaluation
-        scores = ", ".join("-" if s is None else str(s) for s in ev["scores"])
-        value = f"{ev['score']}/7" if ev["score"] is not None else "(pending)"
+        scores = ", ".join(ev["labels"])
+        value = "ungraded (counted as 0)" if ev["ungraded"] else "(pending)"
+        value = f"{ev['score']}/7" if ev["score"] is not None else value
         note = f"; reconciled to {ev['reconciled_score']}" if ev["reconciled"] else ""
         rows.append(("evaluation grade", f"{_e(value)} (graders: {_e(scores)}{_e(note)})"))
     if report.answer_check:

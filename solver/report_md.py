@@ -88,8 +88,10 @@ def render_markdown(report: RunReport) -> str:
         rows.append(("in-loop grade", f"{report.in_loop_score}/7"))
     if report.evaluation is not None:
         ev = report.evaluation
-        scores = ", ".join("-" if s is None else str(s) for s in ev["scores"])
-        text = f"{ev['score']}/7 (graders: {scores}" if ev["score"] is not None else f"({scores}"
+        scores = ", ".join(ev["labels"])
+        score = "ungraded (counted as 0)" if ev["ungraded"] else "(pending)"
+        score = f"{ev['score']}/7" if ev["score"] is not None else score
+        text = f"{score} (graders: {scores}"
         text += f"; reconciled to {ev['reconciled_score']})" if ev["reconciled"] else ")"
         rows.append(("evaluation grade", text))
     if report.answer_check:
@@ -137,7 +139,7 @@ def render_markdown(report: RunReport) -> str:
 
     out += ["## Calls", ""]
     out += [
-        "| call | role | variant | status | finish | input | output | time |",
+        "| call | role | variant | result | finish | input | output | time |",
         "|---|---|---|---|---|---:|---:|---:|",
     ]
     for c in report.calls:

@@ -66,7 +66,8 @@ class CallView:
             rejected = len(facts.get("rejected", []))
             return f"{confirmed} confirmed, {rejected} rejected"
         if "score" in facts:
-            return f"score {facts['score']}/7"
+            # A grader whose grade could not be read (truncated or unparsed) leaves None.
+            return "ungraded" if facts["score"] is None else f"score {facts['score']}/7"
         if "choice" in facts:
             choice = facts["choice"]
             return f"chose {choice[0]} v{choice[1]}" if isinstance(choice, list) else "chose"
