@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from serve.recipe import Deployment, ProcessCommand
+from serve.recipe import Deployment, ProcessCommand, container_name
 from serve.supervisor import Event, Policy, ReadyInfo, Supervisor
 from serve.validate import errors_of, validate_deployment
 from solver.endpoint_file import (
@@ -32,6 +32,10 @@ class LaunchPlan:
     url: str
     writes_descriptor: bool
     secret: str | None = None
+    # commands run before each start and at each stop: in container mode signalling the
+    # `docker run` client leaves the container running, so it is stopped and removed by name
+    prepare: tuple[tuple[str, ...], ...] = ()
+    teardown: tuple[tuple[str, ...], ...] = ()
 
     def printable_argv(self) -> list[str]:
         """The argv with the API key replaced, for logs and terminals."""
@@ -126,6 +130,10 @@ def plan_recipe(
         if not secret:
             raise InputError(f"--api-key-env {api_key_env}: that environment variable is empty")
         argv += ["--api-key", secret]
+    prepare: tuple[tuple[str, ...], ...] = ()
+    teardown: tuple[tuple[str, ...], ...] = ()
+    if container:
+        prepare, teardown = container_cleanup(container_name(deployment.recipe.name, process.label))
     return LaunchPlan(
         name=f"{deployment.recipe.name}-{process.label}",
         argv=tuple(argv),
@@ -133,7 +141,19 @@ def plan_recipe(
         url=process.url,
         writes_descriptor=process is deployment.entry,
         secret=secret,
+        prepare=prepare,
+        teardown=teardown,
     )
+
+
+def container_cleanup(
+    name: str, grace: float = 30.0
+) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[str, ...], ...]]:
+    """(before each start, at each stop): a leftover container of that name blocks the next
+    `docker run --name`, and only the docker daemon can stop a container."""
+    remove = ("docker", "rm", "--force", name)
+    stop = ("docker", "stop", f"--time={int(grace)}", name)
+    return (remove,), (stop, remove)
 
 
 def run_plan(
@@ -181,6 +201,8 @@ def run_plan(
         output=folder / f"{plan.name}.out",
         on_event=on_event,
         on_ready=on_ready,
+        prepare=plan.prepare,
+        teardown=plan.teardown,
     )
     echo(f"serve: starting {' '.join(plan.printable_argv())}")
     echo(f"serve: events in {log_path}")

@@ -288,8 +288,15 @@ def render(recipe: Recipe, overrides: list[str] | tuple[str, ...] = ()) -> Deplo
 _CONTAINER_HF_HOME = "/models/huggingface"
 
 
+def container_name(recipe_name: str, label: str) -> str:
+    """The fixed name the container runs under, so a supervisor can stop and remove it."""
+    return f"sglang-{recipe_name}-{label}"
+
+
 def _container(recipe: Recipe, env: dict[str, str], argv: list[str], label: str) -> tuple[str, ...]:
-    runtime = ["docker", "run", "--rm", f"--name=sglang-{recipe.name}-{label}"]
+    # --init: a real PID 1 in the container forwards signals and reaps SGLang's workers
+    name = container_name(recipe.name, label)
+    runtime = ["docker", "run", "--rm", "--init", f"--name={name}"]
     runtime += [*_CONTAINER_ARGS[recipe.vendor], *_CONTAINER_COMMON]
     # the host's model cache, resolved now: a docker argv is not expanded by a shell
     cache = os.environ.get("HF_HOME") or str(Path.home() / ".cache" / "huggingface")

@@ -89,6 +89,8 @@ class Supervisor:
         output: Path | None = None,
         on_event: Callable[[Event], None] | None = None,
         on_ready: Callable[[ReadyInfo], None] | None = None,
+        prepare: Sequence[Sequence[str]] = (),
+        teardown: Sequence[Sequence[str]] = (),
     ) -> None:
         if not argv:
             raise InputError("supervisor: empty command")
@@ -108,6 +110,8 @@ class Supervisor:
         self._readiness_path = "/ready"
         self._ready_once = threading.Event()
         self._deep_thread: threading.Thread | None = None
+        self._prepare = [list(c) for c in prepare]  # run before each start
+        self._teardown = [list(c) for c in teardown]  # run at each stop, before the signals
 
     # ------------------------------------------------------------ public
 
@@ -176,6 +180,8 @@ class Supervisor:
 
     def _start(self) -> None:
         env = {**os.environ, **self.env}
+        for command in self._prepare:
+            self._run_helper(command, env)
         sink: Any = subprocess.DEVNULL
         if self.output is not None:
             self.output.parent.mkdir(parents=True, exist_ok=True)
@@ -322,6 +328,8 @@ class Supervisor:
             self._process = None
         if process is None:
             return
+        for command in self._teardown:
+            self._run_helper(command, {**os.environ, **self.env})
         pids = [process.pid, *_descendants(process.pid)]
         _signal_all(process.pid, pids, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -329,6 +337,21 @@ class Supervisor:
         _signal_all(process.pid, pids, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=5)
+
+    def _run_helper(self, command: list[str], env: dict[str, str]) -> None:
+        """A cleanup command (docker rm/stop): its failure is logged, never fatal."""
+        try:
+            done = subprocess.run(
+                command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=self.policy.stop_grace + 30,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            self._emit("helper-failed", argv=command, error=type(exc).__name__)
+            return
+        self._emit("helper", argv=command, code=done.returncode)
 
     def _emit(self, kind: str, **detail: Any) -> None:
         event = Event(kind, detail)

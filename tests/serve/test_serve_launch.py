@@ -52,6 +52,22 @@ def test_container_plan_and_process_choice() -> None:
         pick_process(deployment, "nope")
 
 
+def test_container_mode_removes_and_stops_the_container_by_name() -> None:
+    # no docker here: the commands are checked as argv
+    deployment = render(load_recipe("glm52-fp8-mi355x"))
+    process = deployment.processes[0]
+    plan = plan_recipe(deployment, process, container=True)
+    names = [a.removeprefix("--name=") for a in plan.argv if a.startswith("--name=")]
+    assert len(names) == 1
+    name = names[0]
+    assert "--init" in plan.argv[: plan.argv.index(f"--name={name}")]
+    assert plan.prepare == (("docker", "rm", "--force", name),)
+    assert plan.teardown[0][:2] == ("docker", "stop") and plan.teardown[0][-1] == name
+    assert ("docker", "rm", "--force", name) in plan.teardown
+    native = plan_recipe(deployment, process, check_version=False)
+    assert native.prepare == native.teardown == ()
+
+
 def test_installed_version_reads_metadata_of_the_named_interpreter() -> None:
     import httpx
 

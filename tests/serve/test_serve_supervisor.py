@@ -194,6 +194,27 @@ def test_a_server_that_never_starts_gives_up_after_three_tries() -> None:
     assert gave_up.detail["never_ready"] == 3
 
 
+def test_prepare_runs_before_each_start_and_teardown_at_each_stop(tmp_path: Path) -> None:
+    # what container mode uses for `docker rm -f NAME` and `docker stop NAME`
+    trace = tmp_path / "trace"
+
+    def note(mark: str) -> list[str]:
+        return [sys.executable, "-c", f"open({str(trace)!r}, 'a').write({mark!r})"]
+
+    sup = Supervisor(
+        [sys.executable, "-c", f"open({str(trace)!r}, 'a').write('S'); raise SystemExit(3)"],
+        "http://127.0.0.1:9",
+        policy=replace(FAST, max_startup_failures=2),
+        prepare=[note("p")],
+        teardown=[note("t")],
+    )
+    from solver.errors import EndpointUnavailable
+
+    with pytest.raises(EndpointUnavailable):
+        sup.run()
+    assert trace.read_text() == "pSt" + "pSt"
+
+
 def test_ctrl_c_stops_server_and_its_children(tmp_path: Path) -> None:
     port = free_port()
     child_file = tmp_path / "child.pid"
