@@ -241,11 +241,16 @@ def build_app(config: ProxyConfig) -> Starlette:
                 name = (await request.json())["provider"]
                 if not isinstance(name, str):
                     raise TypeError
-                state.use(name)
             except (ValueError, KeyError, TypeError):
                 return JSONResponse({"error": 'body must be {"provider": NAME}'}, 400)
+            try:
+                state.config.provider(name)
             except ProxyConfigError as exc:
                 return JSONResponse({"error": str(exc)}, 404)
+            try:
+                state.use(name)  # live at once; saved next to the config file, if any
+            except ProxyConfigError as exc:
+                return JSONResponse({"error": str(exc)}, 500)
         return JSONResponse(
             {"active": state.active, "providers": [p.name for p in state.config.providers]}
         )

@@ -138,32 +138,51 @@ def _served_model(upstream: str) -> str:
 @reports_errors
 @_config_errors
 def use_command(ctx: click.Context, name: str, url: str | None) -> None:
-    """Make provider NAME the active one, live, and remember it for the next start."""
-    from serve.proxy import TOKEN_ENV, load_config, persist_active
+    """Make provider NAME the active one of the running proxy, live; the proxy remembers it
+    for its next start when it runs from a config file. With --config, NAME is checked and
+    saved here too, so a proxy that is not running starts with it."""
+    import os
+
+    from serve.proxy import DEFAULT_PORT, TOKEN_ENV, load_config, persist_active
 
     config_file = ctx.obj["config_file"]
-    if config_file is None:
-        raise ConfigError("`solver proxy use` needs --config FILE (the providers to choose from)")
-    config = load_config(config_file)
-    config.provider(name)
-    assert config.state_file is not None
-    persist_active(config.state_file, name)
-    port = ctx.obj["port"] or config.port
+    config = load_config(config_file) if config_file is not None else None
+    if config is not None:
+        config.provider(name)
+        assert config.state_file is not None
+        persist_active(config.state_file, name)
+    port = ctx.obj["port"] or (config.port if config is not None else 0) or DEFAULT_PORT
     target = (url or f"http://127.0.0.1:{port}").rstrip("/")
-    headers = {"authorization": f"Bearer {config.token}"} if config.token else {}
+    token = config.token if config is not None else os.environ.get(TOKEN_ENV, "")
+    headers = {"authorization": f"Bearer {token}"} if token else {}
     try:
         response = httpx.post(
             target + "/admin/active", json={"provider": name}, headers=headers, timeout=10.0,
             trust_env=False,
         )  # fmt: skip
     except httpx.HTTPError:
+        if config is None:
+            raise EndpointUnavailable(
+                f"no proxy answers at {target} (give --url, or --config FILE to save the "
+                "choice for the next start)"
+            ) from None
         click.echo(f"saved: {name} is active from the next start ({target} is not running)")
         return
     if response.status_code == 401:
         raise ConfigError(f"the proxy at {target} refused the token (set {TOKEN_ENV})")
+    if response.status_code == 404:
+        raise NotFound(_error_of(response) or f"no provider named {name!r}")
     if response.status_code != 200:
         raise EndpointUnavailable(f"the proxy at {target} answered {response.status_code}")
-    click.echo(f"active provider: {name} (live at {target}, saved for the next start)")
+    click.echo(f"active provider: {name} (live at {target})")
+
+
+def _error_of(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    return error if isinstance(error, str) else ""
 
 
 @group.command("stats")

@@ -74,6 +74,24 @@ def test_use_switches_live_and_persists(tmp_path: Path) -> None:
         assert code == 0 and "\na " in out and "\nb " in out
 
 
+def test_bare_use_asks_the_running_proxy_which_saves_the_choice(tmp_path: Path) -> None:
+    with (
+        FakeEndpoint(lambda _: Reply(text="from a")) as a,
+        FakeEndpoint(lambda _: Reply(text="from b")) as b,
+    ):
+        path = _config(tmp_path, a.url, b.url)
+        with ProxyServer(load_config(path)) as proxy:
+            port = proxy.url.rsplit(":", 1)[1]
+            code, out = _run("proxy", "--port", port, "use", "b")
+            assert code == 0, out
+            assert ask("chat", proxy, stream=True, tools=False).text == "from b"
+            code, out = _run("proxy", "use", "nope", "--url", proxy.url)
+            assert code == 6 and "no provider named" in out
+        assert load_config(path).active == "b"  # saved by the server, next to its config
+        code, out = _run("proxy", "use", "a", "--url", proxy.url)
+        assert code == 3 and "no proxy answers" in out and "Traceback" not in out
+
+
 def test_stats_and_bad_input_exit_codes(tmp_path: Path) -> None:
     code, out = _run("proxy", "stats", "--db", str(tmp_path / "none.sqlite"))
     assert code == 6 and "no telemetry database" in out
