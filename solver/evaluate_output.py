@@ -11,8 +11,8 @@ from solver.evaluate_scores import EvalSummary, ProblemSummary, RunScore, Spread
 from solver.store import write_atomic
 
 RESULTS_FORMAT = "solver-eval-results/1"
-PLOT_FIX = "pip install 'olympiad-solver[plot]'"
-NO_MATPLOTLIB = f"matplotlib is not installed (an optional extra): {PLOT_FIX}"
+PLOT_FIX = "pip install 'matplotlib>=3.8'"
+NO_MATPLOTLIB = f"matplotlib is not installed: {PLOT_FIX}"
 POLICY = {
     "rubric": "the evaluation grade (0-7, median of the graders, or the reconciliation grader's "
     "when their grades spread more than the configured limit), scaled to the problem's points",
@@ -166,7 +166,7 @@ def _bounds(items: list[ProblemSummary], rubric: bool) -> tuple[list[float], lis
 
 def write_chart(summary: EvalSummary, path: Path, title: str) -> str | None:
     """Mean rubric and strict score per problem, with the range over runs as error bars.
-    Returns None when drawn, else why not (and writes nothing): matplotlib is optional."""
+    Returns None when drawn, else why not (and writes nothing): matplotlib may be missing."""
     try:
         import matplotlib
 

@@ -30,8 +30,7 @@ def test_without_matplotlib_the_missing_chart_is_warned_and_recorded(
     assert result.exit_code == 0, result.output
     warning = [line for line in result.output.splitlines() if line.startswith("warning:")]
     assert warning == [
-        "warning: no chart: matplotlib is not installed (an optional extra): "
-        "pip install 'olympiad-solver[plot]'"
+        "warning: no chart: matplotlib is not installed: pip install 'matplotlib>=3.8'"
     ]
     data = json.loads((out / "results.json").read_text())
     assert data["chart"] is None and "matplotlib is not installed" in data["chart_note"]
