@@ -11,7 +11,7 @@ writes ``serve/options/sglang-<version>.json`` (every option string of
 ``ServerArgs.add_cli_args``) or ``sglang-router-<version>.json`` (``RouterArgs.add_cli_args``
 of ``python -m sglang_router.launch_router``), each option with its dest, arity, choices and
 value type. ``serve/validate.py``
-checks recipes against these tables; ``tests/serve/test_sglang_parser.py`` diffs a fresh table
+checks recipes against these tables; ``tests/serve/test_serve_sglang_parser.py`` diffs a fresh table
 against the committed one when sglang is importable.
 """
 

@@ -229,6 +229,10 @@ def router_rules(parsed: ParsedArgs, *, process: str) -> list[Finding]:
     return found
 
 
+def _url_key(url: str) -> str:
+    return url.strip().rstrip("/").lower()
+
+
 def deployment_rules(deployment: Deployment) -> list[Finding]:
     recipe = deployment.recipe
     found: list[Finding] = []
@@ -244,9 +248,10 @@ def deployment_rules(deployment: Deployment) -> list[Finding]:
         )
     router = next((p for p in deployment.processes if p.role == "router"), None)
     if router is not None:
-        routed = " ".join(router.argv)
+        # whole arguments, not a substring: http://h:3000 must not match http://h:30000
+        routed = {_url_key(a.split("=", 1)[-1]) for a in router.argv}
         for process in deployment.processes:
-            if process.role != "router" and process.url not in routed:
+            if process.role != "router" and _url_key(process.url) not in routed:
                 error(
                     "router-misses-worker",
                     process.label,

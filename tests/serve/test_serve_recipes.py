@@ -3,6 +3,8 @@ known-bad command lines are rejected with the flag, the version and the fix."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from serve.option_table import available_versions, load_table
@@ -161,6 +163,23 @@ def test_flags_of_older_tables_get_a_fix() -> None:
     assert "use --cuda-graph-bs-decode" in bs.message
     # still valid where it exists
     assert errors_of(validate_args(["--stream-output"], "0.5.19")) == []
+
+
+def test_router_must_name_each_worker_url_exactly() -> None:
+    deployment = render(load("glm52-fp8-mi355x-pd"))
+    assert errors_of(validate_deployment(deployment)) == []
+    prefill = next(p for p in deployment.processes if p.role == "prefill")
+    # the router names a URL of which the worker's is only a prefix
+    wrong = prefill.url + "1"
+    processes = tuple(
+        dataclasses.replace(p, argv=tuple(wrong if a == prefill.url else a for a in p.argv))
+        if p.role == "router"
+        else p
+        for p in deployment.processes
+    )
+    broken = dataclasses.replace(deployment, processes=processes)
+    rules = [e.rule for e in errors_of(validate_deployment(broken))]
+    assert rules == ["router-misses-worker"]
 
 
 def test_speculative_algorithm_names_per_version() -> None:
