@@ -5,11 +5,12 @@ Three policy keys share this module and its output contract:
 - ``grader``: in-loop and blind grading; sees the problem and the proof text only.
 - ``grader:evaluation``: evaluation mode, after the solve phase has ended; also sees the
   reference solution and/or the grading guidelines.
-- ``grader:reconcile``: evaluation mode; also sees the judgments of several graders and
-  decides the final score.
+- ``grader:reconcile``: evaluation mode (blind or not); sees the judgments of several graders
+  and, when the problem has them, the reference solution and/or guidelines; decides the score.
 
 Output contract: ``{"score": <integer 0-7>, "justification": "..."}``. Output without a usable
-score grades 0 (the conservative outcome); a fractional score is rounded down.
+score parses to 0 with ``parsed`` false; the loop records such a call as ungraded (no score),
+never as a grade of 0. A fractional score is rounded down.
 """
 
 from __future__ import annotations
@@ -65,7 +66,14 @@ class EvaluationInputs(RoleInputs):
         return self
 
 
-class ReconcileInputs(EvaluationInputs):
+class ReconcileInputs(RoleInputs):
+    """The reference solution and the guidelines only when the problem has them: graders
+    that disagree are reconciled in blind evaluation too."""
+
+    problem_statement: Annotated[str, Kind("problem_statement"), Field(min_length=1)]
+    proof_text: Annotated[str, Kind("proof_text"), Field(min_length=1)]
+    reference_solution: Annotated[str | None, Kind("reference_solution")] = None
+    grading_guidelines: Annotated[str | None, Kind("grading_guidelines")] = None
     grader_judgments: Annotated[
         tuple[str, ...], Kind("grader_judgments"), Field(min_length=2, strict=False)
     ]

@@ -242,6 +242,8 @@ class ContextBuilder:
                     rejected.append(finding["id"])
             return {"confirmed": confirmed, "rejected": rejected, "severity": severity}, []
         if isinstance(output, grader.Output):
+            # No readable grade is None, never the conservative 0 that would pass for a grade.
+            score = output.score if output.parsed else None
             if call.phase == "evaluate" and call.role != "grader:reconcile":
                 judgment = roles.strip_thinking(completion.text).strip() or "(empty judgment)"
                 artifact = self._new_artifact(
@@ -251,8 +253,8 @@ class ContextBuilder:
                     call.call_id,
                     call,
                 )
-                return {"score": output.score}, [artifact]
-            return {"score": output.score}, []
+                return {"score": score}, [artifact]
+            return {"score": score}, []
         if isinstance(output, selector.Output):
             order = self.selector_order()
             index = output.index_within(len(order))

@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from solver.loop.policy import Finish, evaluation_calls, evaluation_score, grade_of
+from solver.loop.policy import (
+    Finish,
+    evaluation_calls,
+    evaluation_score,
+    grade_of,
+    graded_score,
+)
 from solver.loop.state import RunState
 from solver.problems import Problem
 from solver.records import BlobLink, RunFinished
@@ -101,17 +107,16 @@ def write_finish(
     }
     if finish.selected is not None:
         version_state = state.lineages[finish.selected[0]].versions[finish.selected[1]]
-        result["score"] = grade_of(state, version_state)
+        result["score"] = grade_of(state, version_state)  # None: ungraded
         result["answer_check"] = _answer_check(state, problem, proof_text)
     graders = evaluation_calls(state)
     if graders:
         result["evaluation_score"] = evaluation_score(state)
         reconcile = state.calls.get("evaluate.reconcile")
         result["evaluation"] = {
-            "scores": [
-                int(c.facts.get("score", 0)) if c.status == "completed" else None for c in graders
-            ],
-            "reconciled": reconcile is not None and reconcile.status == "completed",
+            # None: that grader gave no grade (failed, cut off or unreadable).
+            "scores": [graded_score(c) for c in graders],
+            "reconciled": graded_score(reconcile) is not None,
         }
     data = json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False).encode() + b"\n"
     ref = store.write_final("result.json", data)

@@ -334,11 +334,22 @@ def _grade(state: RunState, cfg: PolicyConfig) -> Step:
     return Step(decisions=(Decision(kind="phase", phase="select", reason="graded"),))
 
 
-def grade_of(state: RunState, version: VersionState) -> int:
-    call = state.calls.get(grade_call_id(version))
-    if call is None or call.status != "completed":
-        return 0
-    return int(call.facts.get("score", 0))
+def graded_score(call: CallState | None) -> int | None:
+    """A grader call's grade, or None when it gave none: it failed, was cut off, or its
+    output held no readable grade. Never a made-up 0."""
+    if call is None or call.status != "completed" or call.truncated or not call.parsed_ok:
+        return None
+    score = call.facts.get("score")
+    return score if isinstance(score, int) and not isinstance(score, bool) else None
+
+
+def grade_of(state: RunState, version: VersionState) -> int | None:
+    return graded_score(state.calls.get(grade_call_id(version)))
+
+
+def _rank(state: RunState, version: VersionState) -> int:
+    grade = grade_of(state, version)
+    return -1 if grade is None else grade  # an ungraded proof ranks below a graded 0
 
 
 def selection_pool(state: RunState) -> list[VersionState]:
@@ -346,8 +357,8 @@ def selection_pool(state: RunState) -> list[VersionState]:
     accepted = [v for v in finals if v.status == "accepted"]
     if accepted:
         return accepted
-    best = max((grade_of(state, v) for v in finals), default=0)
-    return [v for v in finals if grade_of(state, v) == best]
+    best = max((_rank(state, v) for v in finals), default=0)
+    return [v for v in finals if _rank(state, v) == best]
 
 
 def _select(state: RunState, cfg: PolicyConfig) -> Step:
@@ -394,16 +405,20 @@ def evaluation_calls(state: RunState) -> list[CallState]:
     )
 
 
+def evaluation_scores(state: RunState) -> list[int]:
+    """The grades the independent evaluation graders gave; one that gave none is left out
+    (of the median and of the spread alike)."""
+    graded = (graded_score(c) for c in evaluation_calls(state))
+    return [score for score in graded if score is not None]
+
+
 def evaluation_score(state: RunState) -> int | None:
-    """The evaluation grade: the reconciliation's when there was one, else the median of the
-    independent graders' (a failed grader counts 0)."""
-    reconcile = state.calls.get("evaluate.reconcile")
-    if reconcile is not None and reconcile.status == "completed":
-        return int(reconcile.facts.get("score", 0))
-    scores = sorted(
-        int(c.facts.get("score", 0)) if c.status == "completed" else 0
-        for c in evaluation_calls(state)
-    )
+    """The evaluation grade: the reconciliation's when it gave one, else the lower median of
+    the graders' grades; None (ungraded) when no grader gave one."""
+    reconciled = graded_score(state.calls.get("evaluate.reconcile"))
+    if reconciled is not None:
+        return reconciled
+    scores = sorted(evaluation_scores(state))
     if not scores:
         return None
     return scores[(len(scores) - 1) // 2]
@@ -431,9 +446,10 @@ def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
     calls = evaluation_calls(state)
     if any(c.status == "planned" for c in calls):
         return Step()
-    scores = [int(c.facts.get("score", 0)) for c in calls if c.status == "completed"]
+    scores = evaluation_scores(state)
     spread = max(scores) - min(scores) if len(scores) >= 2 else 0
-    needs_reconcile = cfg.evaluation_material and spread > cfg.reconcile_spread
+    # Blind graders disagree as much as graders with a reference do: reconcile either way.
+    needs_reconcile = spread > cfg.reconcile_spread
     if needs_reconcile and "evaluate.reconcile" not in state.calls:
         return Step(
             calls=(
@@ -459,7 +475,7 @@ def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> F
         version = state.lineages[selected[0]].versions[selected[1]]
         if version.status == "accepted":
             return Finish("solved", selected, reason)
-        if grade_of(state, version) > 0:
+        if (grade_of(state, version) or 0) > 0:
             return Finish("partial", selected, reason)
         return Finish("unsolved", selected, reason)
     if state.budget_exhausted:

@@ -15,7 +15,7 @@ import pytest
 
 from solver.endpoint_file import EndpointDescriptor, write_descriptor
 from tests.local_server import LocalModel
-from tests.loop.harness import audit_ok, write_problem
+from tests.loop.harness import audit_ok, state_of, write_problem
 from tests.loop.subproc import json_lines, run, spawn
 
 # A real model on two shared cores: allow far more than the default per-test timeout.
@@ -56,9 +56,20 @@ def test_solve_on_the_local_model_is_honest_and_audits(
     code, out, err = _env_run(["solve", "odd.md", "--run-dir", "run", "--json"], workdir)
     assert code == 0, err[-3000:]
     final = json_lines(out)[-1]
-    assert final["outcome"] in ("unsolved", "partial", "solved")
+    # A 135M model proves nothing: "solved" would mean the acceptance rule let it through.
+    assert final["outcome"] in ("unsolved", "partial")
     assert final["calls"]["total"] >= 2
     run_dir = workdir / "run"
+    state = state_of(run_dir)
+    for call in state.calls.values():
+        if call.phase == "grade" and (call.truncated or not call.parsed_ok):
+            assert call.facts.get("score") is None, call.call_id
+    if final["selected"] is not None:
+        grade = state.calls.get(
+            f"grade.{final['selected']['lineage']}.v{final['selected']['version']}"
+        )
+        if grade is None or grade.truncated or not grade.parsed_ok:
+            assert final["score"] is None  # ungraded, never a grade from a cut-off grader
     manifest = json.loads((run_dir / "MANIFEST.json").read_text())
     assert manifest["endpoint"]["source"] == "local"
     assert manifest["endpoint"]["gguf_sha256"] == local_model_server.gguf_sha256

@@ -93,7 +93,9 @@ def test_unparseable_output_everywhere_is_conservative(tmp_path: Path) -> None:
     verifiers = [c for c in state.calls.values() if c.role == "verifier"]
     assert verifiers and all(not c.parsed_ok and c.facts["verdict"] == "fail" for c in verifiers)
     graders = [c for c in state.calls.values() if c.role == "grader"]
-    assert graders and all(c.facts["score"] == 0 for c in graders)
+    # A grader with no readable grade leaves the proof ungraded: no score, not a 0.
+    assert graders and all(c.facts["score"] is None for c in graders)
+    assert result_of(outcome.run_dir)["score"] is None
     assert outcome.outcome == "unsolved"
     assert state.lineages["L0"].abandoned
     audit_ok(outcome.run_dir)

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from solver.commands.eval import eval_group
 from solver.evaluate_scores import RunScore, score_from_result, summarise
-from tests.fakes.fake_endpoint import FakeEndpoint
+from tests.fakes.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from tests.loop.harness import audit_ok
+from tests.loop.scripts import json_reply, role_of
 from tests.report.responders import disagreeing_graders, olympiad, slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,6 +104,37 @@ def test_graders_that_disagree_are_reconciled(tmp_path: Path) -> None:
     assert run["reconciled"] is True and run["grade"] == 5  # the reconciliation grader's
     assert run["rubric"] == 5 and run["strict"] == 0
     assert "5/7* (0)" in (out / "results.md").read_text()
+
+
+def _blind_graders(scores: list[int]) -> Callable[[RecordedRequest], Reply]:
+    """``olympiad``; after the first (in-loop) grade, graders answer ``scores`` in turn."""
+    turn = itertools.chain([7], itertools.cycle(scores))
+    lock = threading.Lock()
+
+    def answer(request: RecordedRequest) -> Reply:
+        if role_of(request) == "grader":
+            with lock:
+                score = next(turn)
+            return json_reply("Assessment.", {"score": score, "justification": "my view"})
+        return olympiad(request)
+
+    return answer
+
+
+def test_blind_graders_that_disagree_are_reconciled(tmp_path: Path) -> None:
+    blind = [{"id": "P1", "statement": PROBLEMS[0]["statement"]}]  # no reference, no guidelines
+    set_path = write_set(tmp_path / "set.jsonl", blind)
+    out = tmp_path / "eval"
+    with FakeEndpoint(_blind_graders([7, 0, 7])) as fake:
+        result = CliRunner().invoke(eval_group, eval_args(set_path, out, fake.url))
+        reconcilers = [r for r in fake.requests if role_of(r) == "reconcile"]
+    assert result.exit_code == 0, result.output
+    run = json.loads((out / "results.json").read_text())["problems"][0]["runs"][0]
+    assert sorted(run["grader_scores"]) == [0, 7, 7]
+    assert run["reconciled"] is True and run["grade"] == 5  # the reconciliation grader's
+    assert len(reconcilers) == 1 and "organisers" not in reconcilers[0].system_text
+    assert "Reference solution" not in reconcilers[0].user_text
+    audit_ok(out / "P1" / "run-1")
 
 
 def test_eval_resumes_after_a_kill_without_repeating_finished_runs(tmp_path: Path) -> None:
