@@ -89,7 +89,18 @@ def check_options(
         token = args[index]
         index += 1
         if not token.startswith("-"):
-            add("error", "stray-value", token, f"value without an option ({version})")
+            before = table.get(args[index - 2].partition("=")[0]) if index >= 2 else None
+            if before is not None and not before.takes_value:
+                # name the switch: `--set enable-metrics=5` renders as `--enable-metrics 5`
+                add(
+                    "error",
+                    "unexpected-value",
+                    before.option,
+                    f"is a switch and takes no value, got {token!r} ({version}); "
+                    "with --set write true or false",
+                )
+            else:
+                add("error", "stray-value", token, f"value without an option ({version})")
             continue
         option, eq, inline = token.partition("=")
         spec = table.get(option)

@@ -59,6 +59,12 @@ def test_command_with_a_breaking_override_fails_with_the_rule() -> None:
     assert "PD prefill" in err and "Traceback" not in err
 
 
+def test_a_value_given_to_a_switch_names_the_switch() -> None:
+    code, _, err = invoke("command", "glm52-fp8-h200", "--set", "enable-metrics=5")
+    assert code == 2
+    assert "--enable-metrics: is a switch and takes no value, got '5'" in err
+
+
 def test_command_unknown_recipe_and_bad_set() -> None:
     code, _, err = invoke("command", "nope")
     assert code == 6 and err.startswith("error: no recipe 'nope'")
