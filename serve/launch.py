@@ -176,7 +176,13 @@ def run_plan(
             line = line.replace(secret, REDACTED)
         with log_path.open("a", encoding="utf-8") as handle:
             handle.write(line + "\n")
+        pid = event.detail.get("pid")
+        # a dead or hung server must not stay advertised until the restart is ready
+        down = event.kind in ("exited", "unresponsive") and isinstance(pid, int)
+        removed = plan.writes_descriptor and down and clear_descriptor(pid)
         echo(f"serve: {event.kind} {json.dumps(event.detail, default=str)}")
+        if removed:
+            echo("serve: endpoint descriptor removed until the server is ready again")
 
     def on_ready(info: ReadyInfo) -> None:
         _write_identity(folder / f"{plan.name}.identity.json", info, secret)

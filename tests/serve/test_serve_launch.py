@@ -101,3 +101,53 @@ def test_start_without_sglang_says_how_to_fix() -> None:
     here = dataclasses.replace(process, argv=(sys.executable, *process.argv[1:]))
     with pytest.raises(InputError, match=r"not installed .* sglang==0\.5\.23 .* --container"):
         plan_recipe(deployment, here)
+
+
+def test_descriptor_is_withdrawn_between_a_crash_and_the_next_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+    import socket
+    import threading
+
+    from serve.launch import plan_command, run_plan
+    from serve.supervisor import Policy, Supervisor
+    from solver.endpoint_file import read_descriptor
+
+    monkeypatch.delenv("SOLVER_ENDPOINT_FILE", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = [sys.executable, "-m", "tests.serve.fake_sglang", "--port", str(port)]
+    plan = plan_command(argv, f"http://127.0.0.1:{port}")
+    policy = Policy(startup_poll=0.05, liveness_interval=0.1, deep_interval=0)
+    policy = dataclasses.replace(policy, backoff_initial=0.05, stop_grace=5)
+    seen_at_exit: list[object] = []
+    readies = threading.Semaphore(0)
+    holder: list[Supervisor] = []
+
+    def echo(line: str) -> None:
+        if line.startswith("serve: exited"):
+            seen_at_exit.append(read_descriptor())  # what `solver solve` would find now
+        if line.startswith("serve: endpoint descriptor /"):
+            readies.release()
+
+    thread = threading.Thread(
+        target=run_plan,
+        args=(plan,),
+        kwargs={"source": "test", "policy": policy, "echo": echo, "install_stop": holder.append},
+        daemon=True,
+    )
+    thread.start()
+    assert readies.acquire(timeout=60)
+    first = read_descriptor()
+    assert first is not None and first.pid == holder[0].pid
+    os.kill(first.pid, signal.SIGKILL)
+    assert readies.acquire(timeout=60)  # restarted and advertised again
+    holder[0].stop()
+    thread.join(timeout=30)
+    assert seen_at_exit == [None]
+    assert read_descriptor() is None
