@@ -300,6 +300,7 @@ async def _drive(
         if exc.errno in (28, 27):
             # The disk is full: the record may not fit either (then status shows a crash,
             # and the next session repairs), but a blob that did not fit leaves room for it.
+            store.mark_stopped("storage_full")
             with contextlib.suppress(OSError):
                 end("storage_full", str(exc))
             ended = True

@@ -21,8 +21,9 @@ from solver.loop.engine import Progress
 from solver.loop.state import RunState
 from solver.problems import load_problem
 from solver.progress import JsonProgress, LiveProgress, ProgressBase
-from solver.runner import RunOutcome, resume_run, start_run
+from solver.runner import RunOutcome, resume_run, settings_of_run, start_run
 from solver.status import run_status
+from solver.store import RunReader
 
 T = TypeVar("T")
 
@@ -213,6 +214,15 @@ def _budget(resolved: ResolvedSettings) -> dict[str, Any]:
     return {"wall_s": b.wall_clock_s, "tokens": b.total_tokens, "calls": b.calls}
 
 
+def _run_budget(run_dir: Path, resolved_now: ResolvedSettings) -> dict[str, Any]:
+    """The budget a run was started with (its manifest), not today's configuration."""
+    if not (run_dir / "MANIFEST.json").is_file():
+        return _budget(resolved_now)  # resume_run reports the missing run
+    manifest = RunReader(run_dir).manifest
+    settings = settings_of_run(manifest, resolved_now)
+    return _budget(ResolvedSettings(settings, resolved_now.sources, resolved_now.config_file))
+
+
 @click.command("resume")
 @click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
 @click.option("--allow-model-change", is_flag=True, help="Go on even if the served model changed.")
@@ -224,6 +234,7 @@ def resume(
 ) -> None:
     """Continue RUN after a crash, kill, reboot or Ctrl-C. Completed calls are never repeated."""
     resolved = resolve_settings(config_file=config_file)
+    budget = _run_budget(run_dir, resolved)
     holder: list[ProgressBase] = []
     try:
         outcome = run_interruptibly(
@@ -232,7 +243,7 @@ def resume(
                 resolved,
                 allow_model_change=allow_model_change,
                 argv=sys.argv[1:],
-                make_progress=_progress_factory(as_json, _budget(resolved), holder),
+                make_progress=_progress_factory(as_json, budget, holder),
             )
         )
     finally:

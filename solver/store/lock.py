@@ -64,11 +64,15 @@ class WriterLock:
         self._fd = fd
         self.update(session)
 
-    def update(self, session: int) -> None:
-        """Rewrite the holder information (the session number changes on resume)."""
+    def update(self, session: int, stopped: str | None = None) -> None:
+        """Rewrite the holder information (the session number changes on resume). ``stopped``
+        says why the writer is giving up when the journal cannot record it (a full disk)."""
         if self._fd is None:
             return
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "session": session}
+        info: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname()}
+        info["session"] = session
+        if stopped is not None:
+            info["stopped"] = stopped
         os.ftruncate(self._fd, 0)
         os.lseek(self._fd, 0, os.SEEK_SET)
         write_all(self._fd, json.dumps(info, sort_keys=True).encode() + b"\n")
@@ -78,6 +82,11 @@ class WriterLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+def lock_info(run_dir: Path) -> dict[str, Any]:
+    """What the last writer left in the lock file, held or not (``{}`` when none)."""
+    return _read_holder(run_dir / LOCK_NAME)
 
 
 def lock_holder(run_dir: Path) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 from solver.store.blobs import BlobRef, BlobStore
 from solver.store.errors import CorruptionError, NotARun
 from solver.store.journal import JournalScan, Record, TornTail, scan_journal
-from solver.store.lock import lock_holder
+from solver.store.lock import lock_holder, lock_info
 from solver.store.manifest import manifest_digest, parse_manifest
 from solver.store.run import ATTESTATION_NAME, JOURNAL_NAME, MANIFEST_NAME
 
@@ -80,6 +80,11 @@ class RunReader:
     def lock_holder(self) -> dict[str, Any] | None:
         """``{"pid", "host", "session"}`` of a live writer, or None."""
         return lock_holder(self.run_dir)
+
+    def last_writer(self) -> dict[str, Any]:
+        """The lock file's content even when nobody holds it: the last writer's pid, host,
+        session, and ``stopped`` when it gave up without being able to record why."""
+        return lock_info(self.run_dir)
 
     def files_in(self, name: str) -> list[Path]:
         """The regular files of a subdirectory (seals, quarantine, final), sorted."""

@@ -8,6 +8,7 @@ Layout (docs/format.md describes it for third-party verifiers)::
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
@@ -336,6 +337,12 @@ class RunStore:
         return self.blobs.open(ref)
 
     # ------------------------------------------------------------------ journal
+
+    def mark_stopped(self, reason: str) -> None:
+        """Leave ``reason`` in the lock file, for a stop the journal has no room to record
+        (``solver status`` reads it); best effort, since the disk is what failed."""
+        with contextlib.suppress(OSError):
+            self._lock.update(self.session, stopped=reason)
 
     def set_session(self, n: int) -> None:
         self.session = n

@@ -234,6 +234,8 @@ def test_full_disk_stops_cleanly_and_resumes(workdir: Path) -> None:
         full = run(solve_args(fake.url, workdir / "odd.md", run_dir), workdir, limits=_small_files)
         assert full.returncode == 74, full.stderr
         assert "Traceback" not in full.stderr
+        status = json.loads(run(["status", str(run_dir), "--json"], workdir).stdout)
+        assert status["state"] == "storage-full"
         again = run(["resume", str(run_dir), "--json"], workdir)
     assert again.returncode == 0, again.stderr
     audit_ok(run_dir)
