@@ -52,7 +52,14 @@ def new_run_id() -> str:
 def _git(args: list[str], cwd: Path) -> str | None:
     try:
         out = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
+            # Never write the index: a solver killed by its timeout (or with no room to
+            # write) would leave .git/index.lock behind and block every commit.
+            ["git", "--no-optional-locks", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
         )
     except (OSError, subprocess.SubprocessError):
         return None
