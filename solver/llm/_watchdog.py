@@ -21,7 +21,9 @@ class Watchdog:
     __slots__ = (
         "_deadlines",
         "_first_byte_at",
+        "_grace",
         "_handle",
+        "_idle",
         "_loop",
         "_task",
         "_total_at",
@@ -37,6 +39,8 @@ class Watchdog:
             raise RuntimeError("Watchdog needs a running task")
         self._task = task
         self._deadlines = deadlines
+        self._idle = deadlines.idle
+        self._grace = False
         self.started = self._loop.time()
         self.last: float | None = None  # time of the latest byte; None before the first
         self._first_byte_at = self.started + deadlines.first_byte
@@ -48,7 +52,7 @@ class Watchdog:
     def _due(self) -> float:
         if self.last is None:
             return min(self._first_byte_at, self._total_at)
-        return min(self.last + self._deadlines.idle, self._total_at)
+        return min(self.last + self._idle, self._total_at)
 
     def _check(self) -> None:
         now = self._loop.time()
@@ -56,7 +60,9 @@ class Watchdog:
         if now < due:
             self._handle = self._loop.call_at(due, self._check)
             return
-        if now >= self._total_at:
+        if self._grace:
+            self.fired = "grace"  # the answer is complete: silence now ends it, not fails it
+        elif now >= self._total_at:
             self.fired = "total"
         else:
             self.fired = "first_byte" if self.last is None else "idle"
@@ -69,14 +75,25 @@ class Watchdog:
         self._handle.cancel()
         self._handle = self._loop.call_at(self._due(), self._check)
 
+    def finish_seen(self, grace: float) -> None:
+        """A finish reason arrived: only its usage tail and the end of the stream are still
+        due, so from now on silence of ``grace`` seconds ends the stream (as ``grace``)."""
+        if self._grace:
+            return
+        self._grace = True
+        self._idle = min(self._idle, grace)
+        self._handle.cancel()
+        self._handle = self._loop.call_at(self._due(), self._check)
+
     def stop(self) -> None:
         self._handle.cancel()
 
     def claim(self) -> str | None:
         """After a CancelledError: the deadline that caused it, or None when the cancellation
         came from elsewhere (then it must propagate)."""
-        if self.fired is None:
+        fired, self.fired = self.fired, None  # claimed once: a second look sees no deadline
+        if fired is None:
             return None
         if self._task.uncancel() > 0:
             return None
-        return self.fired
+        return fired

@@ -339,36 +339,44 @@ class ModelClient:
                     # way decode_stream/decode_body tell it offline (E20)
                     decided = status >= 400
                     held: list[bytes] | None = []
-                    async for data in response.aiter_raw():
-                        if watchdog.last is None:
-                            watchdog.body_started()
-                            ttfb = loop.time() - t0
-                        watchdog.last = loop.time()
-                        sink.write(data)
-                        hasher.update(data)
-                        size += len(data)
-                        if held is not None:
-                            held.append(data)
-                            if decided:
-                                continue
-                            body_first = starts_body(data)
-                            if body_first is None:
-                                continue
-                            decided = True
-                            if body_first:
-                                continue
-                            data, held = b"".join(held), None
-                        events = decoder.feed(data)
-                        if events:
-                            for event in events:
-                                if ttft is None and isinstance(
-                                    event, TextDelta | ReasoningDelta | ToolCallDelta
-                                ):
-                                    ttft = loop.time() - t0
-                                folder.add(event)
-                                observer.on_event(event)
-                            if decoder.finished:
-                                break
+                    try:
+                        async for data in response.aiter_raw():
+                            if watchdog.last is None:
+                                watchdog.body_started()
+                                ttfb = loop.time() - t0
+                            watchdog.last = loop.time()
+                            sink.write(data)
+                            hasher.update(data)
+                            size += len(data)
+                            if held is not None:
+                                held.append(data)
+                                if decided:
+                                    continue
+                                body_first = starts_body(data)
+                                if body_first is None:
+                                    continue
+                                decided = True
+                                if body_first:
+                                    continue
+                                data, held = b"".join(held), None
+                            events = decoder.feed(data)
+                            if events:
+                                for event in events:
+                                    if ttft is None and isinstance(
+                                        event, TextDelta | ReasoningDelta | ToolCallDelta
+                                    ):
+                                        ttft = loop.time() - t0
+                                    folder.add(event)
+                                    observer.on_event(event)
+                                if decoder.finished:
+                                    break
+                                if decoder.finish_pending:
+                                    watchdog.finish_seen(self.deadlines.finish_grace)
+                    except asyncio.CancelledError:
+                        # after a finish only the usage tail was due: silence past the grace
+                        # ends the stream as a success (E06), it does not discard the answer
+                        if watchdog.fired != "grace" or watchdog.claim() is None:
+                            raise
                 finally:
                     await response.aclose()
                 if status >= 400:

@@ -176,6 +176,12 @@ class StreamDecoder:
     def finished(self) -> bool:
         return self._builder.closed
 
+    @property
+    def finish_pending(self) -> bool:
+        """A finish reason arrived but the stream has not ended yet (usage tail, ``[DONE]``)."""
+        builder = self._builder
+        return builder.finished and not builder.closed
+
 
 def starts_body(data: bytes) -> bool | None:
     """Whether a response whose first bytes are ``data`` is one JSON body (``{`` or ``[``) or

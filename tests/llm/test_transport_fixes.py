@@ -17,6 +17,7 @@ from solver.llm import (
     Deadlines,
     Endpoint,
     FirstByteTimeout,
+    IdleTimeout,
     Message,
     ModelClient,
     ProbeTimeout,
@@ -234,3 +235,37 @@ def test_chat_error_then_silence_ends_at_the_error(code: int, retryable: bool) -
     texts = [e for e in recorder.events if isinstance(e, TextDelta)]
     assert texts == [TextDelta("Par")]
     assert isinstance(recorder.events[-1], StreamError)
+
+
+# ---------------------------------------------------------------- finish, then silence
+
+
+@pytest.mark.parametrize("with_usage", [True, False])
+def test_finish_then_silence_keeps_the_answer(with_usage: bool) -> None:
+    usage = {
+        "id": "chatcmpl-1",
+        "choices": [],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2},
+    }
+    frames = [chunk({"role": "assistant", "content": "Two."}), chunk({}, "stop")]
+    stream = sse(*frames, *([usage] if with_usage else []))  # no [DONE], no EOF
+    recorder = Recorder()
+    # a long idle deadline, a short grace: only the grace can end this stream well
+    deadlines = Deadlines(connect=2, first_byte=10, idle=10, finish_grace=0.3)
+    with RawServer(models_or(http(stream, content_type="text/event-stream")), hold=True) as server:
+        completion = complete(server.url, deadlines, recorder=recorder)
+    assert completion.text == "Two." and completion.finish_reason == "stop"
+    assert completion.usage.output_tokens == (2 if with_usage else 0)
+    (end,) = recorder.ends
+    assert end.error_kind is None and end.finish_reason == "stop"
+    assert "E06_eof_after_finish" in end.normalised_cases
+
+
+def test_silence_before_any_finish_is_still_an_idle_timeout() -> None:
+    stream = sse(chunk({"role": "assistant", "content": "Tw"}))
+    deadlines = Deadlines(connect=2, first_byte=10, idle=0.3, finish_grace=0.1)
+    with (
+        RawServer(models_or(http(stream, content_type="text/event-stream")), hold=True) as server,
+        pytest.raises(IdleTimeout),
+    ):
+        complete(server.url, deadlines)
