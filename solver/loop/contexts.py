@@ -2,8 +2,9 @@
 
 ``build`` assembles a role's declared Inputs from artifacts already in the journal and nothing
 else: the orchestrator writes no text of its own into a prompt. Derived inputs (the reviser's
-confirmed findings, the selector's anonymised proofs) are canonical JSON or plain selections of
-recorded model output, stored as artifacts of their own so the audit can check them.
+confirmed findings, formatted by ``reviser.format_findings``; the selector's anonymised proofs)
+are pure functions of recorded model output, stored as artifacts of their own so the audit can
+check them.
 ``interpret`` turns a completion into the parsed output, the facts the policy needs and the
 artifacts other roles may later see.
 """
@@ -49,6 +50,23 @@ class Interpreted:
     truncated: bool
     facts: dict[str, Any]
     artifacts: list[ArtifactPut]
+
+
+def confirmed_findings_text(state: RunState, lineage: str, version: int) -> str:
+    """What the reviser of ``lineage`` v``version`` is shown: the findings its reviews
+    confirmed (with the reviewed severity), duplicates removed and renumbered C1, C2, ... by
+    ``reviser.format_findings``, so no verifier's ids or count shows through. A pure function
+    of the folded journal: the audit re-derives the artifact with it."""
+    findings = [
+        verifier.Finding(
+            id=str(f.get("id", "")),
+            location=str(f.get("location", "")),
+            severity=f["severity"],
+            explanation=str(f.get("explanation", "")),
+        )
+        for f in confirmed_findings(state, lineage, version)
+    ]
+    return reviser.format_findings(findings)
 
 
 class ContextBuilder:
@@ -153,11 +171,7 @@ class ContextBuilder:
     def _confirmed_findings_artifact(self, call: CallState) -> ArtifactPut:
         assert call.lineage is not None and call.target is not None
         parent = int(call.target)
-        findings = [
-            {k: f[k] for k in ("id", "location", "severity", "explanation")}
-            for f in confirmed_findings(self.state, call.lineage, parent)
-        ]
-        data = json.dumps(findings, indent=2, ensure_ascii=False, sort_keys=True).encode()
+        data = confirmed_findings_text(self.state, call.lineage, parent).encode()
         reviews = sorted(
             c.call_id
             for c in self.state.calls.values()
