@@ -16,8 +16,9 @@ from solver.loop.state import (
     RunState,
     VersionState,
     confirmed_findings,
-    finding_key,
+    finding_keys,
     review_calls,
+    review_verdicts,
     verification_calls,
 )
 from solver.records import CallPlanned, Decision
@@ -237,11 +238,8 @@ def _verification_passes(state: RunState, verification: CallState) -> bool:
     if verification.status != "completed" or not verification.parsed_ok:
         return False
     findings = verification.facts.get("findings", [])
-    review = state.calls.get(f"{verification.call_id}.review")
-    confirmed = set(review.facts.get("confirmed", [])) if review and findings else set()
-    severity = dict(review.facts.get("severity", {})) if review else {}
-    if review is not None and review.status != "completed":
-        confirmed = {f.get("id") for f in findings}  # an unreviewable finding stands
+    verdicts = review_verdicts(state.calls.get(f"{verification.call_id}.review"), findings)
+    confirmed, severity = verdicts if verdicts is not None and findings else (set(), {})
     blocking = [
         f
         for f in findings
@@ -275,11 +273,10 @@ def _judge_round(
         _round_failed(lineage, version, f"{passed}/{len(verifications)} verifications passed")
     ]
     if cfg.abandon_on_recurring:
-        keys = {
-            finding_key(f)
-            for f in confirmed_findings(state, lineage.lineage, version.version)
-            if f.get("severity") in BLOCKING_SEVERITIES
-        }
+        keys: set[str] = set()
+        for finding in confirmed_findings(state, lineage.lineage, version.version):
+            if finding.get("severity") in BLOCKING_SEVERITIES:
+                keys |= finding_keys(finding)
         if keys & lineage.confirmed_keys:
             decisions.append(
                 Decision(

@@ -334,16 +334,31 @@ def review_calls(state: RunState, lineage: str, version: int) -> list[CallState]
     ]
 
 
+def review_verdicts(
+    review: CallState | None, findings: list[dict[str, Any]]
+) -> tuple[set[str], dict[str, str]] | None:
+    """The ids a verification's review confirmed and the severities it set; None while there
+    is no ended review. A review that failed or was cancelled reviewed nothing, so every
+    finding stands at its own severity (as when a reviewer's output does not parse)."""
+    if review is None or review.status == "planned":
+        return None
+    if review.status != "completed":
+        return {str(f.get("id")) for f in findings}, {}
+    return set(review.facts.get("confirmed", [])), dict(review.facts.get("severity", {}))
+
+
 def confirmed_findings(state: RunState, lineage: str, version: int) -> list[dict[str, Any]]:
-    """Findings of this version's verifications that their review confirmed, in a stable order."""
+    """Findings of this version's verifications that their review confirmed (or could not
+    review), in a stable order."""
     found: list[dict[str, Any]] = []
     reviews = {c.target: c for c in review_calls(state, lineage, version)}
     for ver_call in sorted(verification_calls(state, lineage, version), key=lambda c: c.call_id):
-        review = reviews.get(ver_call.call_id)
-        if review is None or review.status != "completed":
+        verdicts = review_verdicts(
+            reviews.get(ver_call.call_id), ver_call.facts.get("findings", [])
+        )
+        if verdicts is None:
             continue
-        confirmed = set(review.facts.get("confirmed", []))
-        severity = review.facts.get("severity", {})
+        confirmed, severity = verdicts
         for finding in ver_call.facts.get("findings", []):
             if finding.get("id") in confirmed:
                 found.append(
@@ -356,16 +371,32 @@ def confirmed_findings(state: RunState, lineage: str, version: int) -> list[dict
     return found
 
 
-def finding_key(finding: dict[str, Any]) -> str:
-    """A finding's identity across versions: severity plus the start of its explanation,
-    case- and punctuation-folded (the quoted location changes as a proof is revised)."""
-    words = "".join(ch.lower() if ch.isalnum() else " " for ch in finding.get("explanation", ""))
-    return f"{finding.get('severity', '')}:{' '.join(words.split())[:80]}"
+def _folded(text: object) -> str:
+    words = "".join(ch.lower() if ch.isalnum() else " " for ch in str(text or ""))
+    return " ".join(words.split())
 
 
-def _confirmed_keys(state: RunState, lineage: str, version: int) -> list[str]:
-    return [
-        finding_key(f)
-        for f in confirmed_findings(state, lineage, version)
-        if f.get("severity") in ("critical", "major")
-    ]
+# A quoted location shorter than this (after folding) is too generic ("step 2") to say that
+# two findings are the same.
+_MIN_LOCATION_CHARS = 16
+
+
+def finding_keys(finding: dict[str, Any]) -> set[str]:
+    """A finding's identities across versions; two findings are the same when any key is
+    shared. The start of its explanation, and the passage it quotes when that is specific
+    enough (a revision that left the passage as it was keeps the flaw). Both are case-,
+    whitespace- and punctuation-folded; severity is left out, since a reviewer may re-rate
+    the same flaw."""
+    keys = {f"explanation:{_folded(finding.get('explanation'))[:80]}"}
+    location = _folded(finding.get("location"))
+    if len(location) >= _MIN_LOCATION_CHARS:
+        keys.add(f"location:{location[:120]}")
+    return keys
+
+
+def _confirmed_keys(state: RunState, lineage: str, version: int) -> set[str]:
+    keys: set[str] = set()
+    for finding in confirmed_findings(state, lineage, version):
+        if finding.get("severity") in ("critical", "major"):
+            keys |= finding_keys(finding)
+    return keys

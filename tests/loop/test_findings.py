@@ -1,0 +1,72 @@
+"""Which findings count: the identity of a recurring finding, and findings whose review never
+ended (they stand, as the conservative reviewer outcome says)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from solver.loop.policy import _verification_passes
+from solver.loop.state import CallState, RunState, confirmed_findings, finding_keys
+
+MINOR = {"id": "F1", "location": "the last line", "severity": "minor", "explanation": "Terse."}
+
+
+def _call(call_id: str, role: str, status: str, facts: dict[str, Any]) -> CallState:
+    return CallState(
+        call_id=call_id,
+        role=role,
+        variant="v",
+        phase="solve",
+        lineage="L0",
+        version=0,
+        target="L0.v0.verify.0" if role == "reviewer" else None,
+        evaluation=False,
+        status=status,
+        parsed_ok=status == "completed",
+        facts=facts,
+    )
+
+
+def _with_review(status: str, facts: dict[str, Any]) -> RunState:
+    state = RunState()
+    verify = _call(
+        "L0.v0.verify.0", "verifier", "completed", {"verdict": "fail", "findings": [MINOR]}
+    )
+    review = _call("L0.v0.verify.0.review", "reviewer", status, facts)
+    state.calls = {verify.call_id: verify, review.call_id: review}
+    return state
+
+
+def test_a_failed_review_leaves_its_findings_standing() -> None:
+    state = _with_review("failed", {})
+    found = confirmed_findings(state, "L0", 0)
+    assert [(f["id"], f["severity"]) for f in found] == [("F1", "minor")]
+    assert not _verification_passes(state, state.calls["L0.v0.verify.0"])
+
+
+def test_a_rejecting_review_clears_a_fail_verdict() -> None:
+    state = _with_review("completed", {"confirmed": [], "rejected": ["F1"], "severity": {}})
+    assert confirmed_findings(state, "L0", 0) == []
+    assert _verification_passes(state, state.calls["L0.v0.verify.0"])
+
+
+def test_recurring_finding_keys_fold_case_whitespace_and_match_on_location() -> None:
+    first = {
+        "location": "Hence  $a = b$ for all n",
+        "severity": "major",
+        "explanation": "The step  assumes a = b without proof.",
+    }
+    reworded = {
+        "location": "hence $a=b$ for all n",
+        "severity": "critical",
+        "explanation": "Nothing justifies taking a equal to b.",
+    }
+    restated = {
+        "location": "elsewhere entirely, in the final case",
+        "severity": "major",
+        "explanation": "the STEP assumes a = b\nwithout proof.",
+    }
+    assert finding_keys(first) & finding_keys(reworded)  # same quoted passage
+    assert finding_keys(first) & finding_keys(restated)  # same explanation, other spacing/case
+    short = {"location": "Step 2", "severity": "major", "explanation": "Another gap."}
+    assert not finding_keys(short) & finding_keys({**short, "explanation": "A third gap."})
