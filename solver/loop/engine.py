@@ -338,6 +338,7 @@ class Engine:
                     LlmAbandoned(call_id=call_id, attempt=call.open_attempt, reason=reason)
                 )
             self.recorder.append(CallCancelled(call_id=call_id, reason=reason))
+            self.progress.call_finished(call)  # the live view stops showing it in flight
 
     async def _run_call(self, call: CallState, max_tokens: int) -> None:
         built = self.contexts.build(call)

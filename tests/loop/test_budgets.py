@@ -6,10 +6,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from solver.store import RunReader
 from tests.fakes.fake_endpoint import FakeEndpoint, Fault, RecordedRequest, Reply
-from tests.loop import scripts
+from tests.loop import harness, scripts
 from tests.loop.harness import audit_ok, result_of, solve, state_of
 
 STALL = Fault(stall_after_chunks=1, stall_seconds=60.0)
@@ -53,9 +56,20 @@ def _max_tokens_sent(run_dir: Path) -> dict[str, int]:
     }
 
 
-def test_wall_clock_budget_cancels_the_call_in_flight(tmp_path: Path) -> None:
+def test_wall_clock_budget_cancels_the_call_in_flight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+
+    class Recording(harness.QuietProgress):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.events = events
+
+    monkeypatch.setattr(harness, "QuietProgress", Recording)
     with FakeEndpoint(_generators_stall) as fake:
         outcome = solve(fake, tmp_path, candidates=1, budget__wall_clock_s=1.0)
+    assert "end L0.v0.generate" in events  # the live view no longer shows it in flight
     state = state_of(outcome.run_dir)
     result = result_of(outcome.run_dir)
     assert state.budget_exhausted.startswith("wall clock")
