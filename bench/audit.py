@@ -2,10 +2,15 @@
 appends per second with one fsync each against a bare write+fdatasync loop.
 
 Usage: python bench/audit.py [--small] [--records N] [--blob-mib M] [--appends K]
+                             [--real-calls C]
 
 It builds a synthetic run in a temporary directory (100,000 records and 1 GiB of blobs by
 default; --small: 10,000 records and 64 MiB), times the sides in turns, three rounds (warm page
-cache, best round of each), prints a table, and deletes everything it wrote.
+cache, best round of each), prints a table, and deletes everything it wrote. The synthetic
+records are not the loop's, so that part runs the store's checks only. A second part makes a
+real run of C model calls (default 120; 0 skips it) against the scripted fake endpoint on
+127.0.0.1 and times the full audit, loop checks included (calls, prompts, isolation, network),
+with the time of each check.
 """
 
 from __future__ import annotations
@@ -21,12 +26,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import solver.audit as audit_module
-from solver.audit import audit_run, store_checks
-from solver.store import RunStore, canonical_json
-from solver.store.blobs import BlobStore
-from solver.store.journal import line_hash
-from solver.store.manifest import utc_now
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import solver.audit as audit_module  # noqa: E402
+from solver.audit import audit_run, default_checks, store_checks  # noqa: E402
+from solver.store import RunStore, canonical_json  # noqa: E402
+from solver.store.blobs import BlobStore  # noqa: E402
+from solver.store.journal import line_hash  # noqa: E402
+from solver.store.manifest import utc_now  # noqa: E402
 
 MIB = 1 << 20
 
@@ -128,6 +136,51 @@ def raw_fsync_per_second(directory: Path, appends: int, line_size: int) -> float
         path.unlink()
 
 
+def real_run(run_dir: Path, calls: int) -> None:
+    """A real run of ``calls`` model calls (every candidate keeps a flaw, so the run spends
+    its whole budget), made by the loop against the scripted fake endpoint."""
+    from bench.report import make_run, never_accepted
+    from tests.fakes.fake_endpoint import FakeEndpoint
+
+    with FakeEndpoint(never_accepted) as fake:
+        make_run(fake.url, run_dir, calls)
+
+
+def full_audit_table(run_dir: Path, rounds: int) -> None:
+    """sha256sum, the store's checks and the full audit on a real run, then each check."""
+    files = [p for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"]
+    total = sum(p.stat().st_size for p in files)
+    records = (run_dir / "journal.jsonl").read_bytes().count(b"\n")
+
+    def audit(checks: list[audit_module.AuditCheck] | None) -> None:
+        report = audit_run(run_dir, checks=checks)
+        if checks is None and not report.ok:
+            raise SystemExit(f"audit of the real run failed: {report.checks}")
+
+    checks = default_checks()
+    run_sha256sum(files)
+    times = interleaved_best(
+        rounds,
+        [
+            lambda: run_sha256sum(files),
+            lambda: audit(store_checks()),
+            lambda: audit(None),
+            lambda: audit([]),
+            *[lambda c=check: audit([c]) for check in checks],
+        ],
+    )
+    t_sum, t_store, t_full, t_none = times[:4]
+    print(f"\nreal run: {records} records, {len(files)} files, {total / MIB:.1f} MiB")
+    print(f"{'verifier':<32} {'seconds':>9} {'vs sha256sum':>13}")
+    print(f"{'sha256sum (1 process)':<32} {t_sum:>9.3f} {1.0:>12.2f}x")
+    print(f"{'solver audit, store checks':<32} {t_store:>9.3f} {t_sum / t_store:>12.2f}x")
+    print(f"{'solver audit, full':<32} {t_full:>9.3f} {t_sum / t_full:>12.2f}x")
+    print(f"\n{'check (reading the run: ' + f'{t_none:.3f} s)':<32} {'seconds':>9}")
+    for check, seconds in zip(checks, times[4:], strict=True):
+        name = getattr(check, "__name__", "check").removeprefix("check_")
+        print(f"{name:<32} {max(seconds - t_none, 0.0):>9.3f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="10,000 records and 64 MiB")
@@ -136,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds per side")
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temp run")
+    parser.add_argument("--real-calls", type=int, default=120, help="calls of the real run")
     args = parser.parse_args(argv)
     records = args.records or (10_000 if args.small else 100_000)
     blob_mib = args.blob_mib or (64 if args.small else 1024)
@@ -183,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{'journal append (' + str(appends) + ' records)':<32} {'per s':>9} {'ratio':>9}")
     print(f"{'write + fdatasync, bare':<32} {raw_rate:>9.0f} {1.0:>8.2f}x")
     print(f"{'RunStore.append':<32} {store_rate:>9.0f} {store_rate / raw_rate:>8.2f}x")
+    if args.real_calls > 0:
+        with tempfile.TemporaryDirectory(prefix="bench-audit-real-", dir=args.dir) as tmp:
+            run_dir = Path(tmp) / "run"
+            real_run(run_dir, args.real_calls)
+            full_audit_table(run_dir, args.rounds)
     return 0
 
 
