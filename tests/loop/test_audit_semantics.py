@@ -30,11 +30,10 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def rewrite(src: Path, dst: Path, edit: Edit) -> Path:
     reader = RunReader(src)
-    store = RunStore.create(dst, reader.manifest)
+    # Every blob goes in at creation: the manifest names some (the problem file, templates).
+    blobs = [path.read_bytes() for path in (src / "blobs").rglob("*") if path.is_file()]
+    store = RunStore.create(dst, reader.manifest, blobs=blobs)
     with store:
-        for path in (src / "blobs").rglob("*"):
-            if path.is_file():
-                store.put_blob(path.read_bytes())
         for rec in reader.records():
             if rec.type == "run.created":
                 continue
