@@ -128,18 +128,20 @@ def parse(text: str) -> Output:
         if score is None:
             return CONSERVATIVE.model_copy(update={"parse_note": "score missing or not 0-7"})
         return Output(parsed=True, score=score, justification=justification)
-    for pattern in _PROSE_SCORES:
-        matches = pattern.findall(visible)
-        if matches:
-            score = _score(matches[-1])
-            if score is None:
-                return CONSERVATIVE.model_copy(update={"parse_note": "score not 0-7"})
-            return Output(
-                parsed=True,
-                parse_note="score read from prose (no JSON block)",
-                score=score,
-                justification=visible.strip()[-2000:],
-            )
+    # Prose is read conservatively: every score it states counts, and when they disagree
+    # ("Final score: 3/7 ... worth 7 points") the lowest is taken, never the last one.
+    stated = [match for pattern in _PROSE_SCORES for match in pattern.findall(visible)]
+    if stated:
+        scores = [_score(match) for match in stated]
+        if any(score is None for score in scores):
+            return CONSERVATIVE.model_copy(update={"parse_note": "score not 0-7"})
+        valid = [score for score in scores if score is not None]
+        note = "score read from prose (no JSON block)"
+        if len(set(valid)) > 1:
+            note += f"; prose states {sorted(set(valid))}, the lowest is taken"
+        return Output(
+            parsed=True, parse_note=note, score=min(valid), justification=visible.strip()[-2000:]
+        )
     return CONSERVATIVE
 
 

@@ -251,6 +251,9 @@ def test_reviewer_rejects_only_on_a_bare_structured_rejection(
         ('{"score": "seven"}', 0, False),
         ("<points>4</points>", 4, True),
         ("Final score: 3/7", 3, True),
+        # prose that states two scores is read at the lower one, not the last one
+        ("Final score: 3/7. A complete solution would earn full points 7.", 3, True),
+        ("Grade: 5. <points>2</points>", 2, True),
         ("The proof is fine.", 0, False),
         ("", 0, False),
     ],
