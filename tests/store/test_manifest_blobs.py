@@ -1,0 +1,35 @@
+"""Blobs stored with the manifest, and the stop reason a writer leaves in the lock file."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from solver.store import BlobMissing, RunReader, RunStore
+from solver.store.blobs import BlobRef
+
+from .conftest import MANIFEST
+
+
+def test_manifest_may_name_only_blobs_stored_with_it(tmp_path: Path) -> None:
+    data = b"the problem file, as read"
+    ref = BlobRef("sha256:" + hashlib.sha256(data).hexdigest(), len(data))
+    manifest = {**MANIFEST, "problem": {"original": ref.as_ref()}}
+    with pytest.raises(BlobMissing):
+        RunStore.create(tmp_path / "refused", manifest)
+    assert not (tmp_path / "refused" / "MANIFEST.json").exists()
+    # The leftovers of the refused create do not make the directory a run.
+    with RunStore.create(tmp_path / "refused", manifest, blobs=[data]) as store:
+        assert store.read_blob(ref) == data
+
+
+def test_a_stop_the_journal_cannot_hold_is_left_in_the_lock_file(tmp_path: Path) -> None:
+    with RunStore.create(tmp_path / "run", MANIFEST) as store:
+        store.set_session(3)
+        store.mark_stopped("storage_full")
+    writer = RunReader(tmp_path / "run").last_writer()
+    assert writer["stopped"] == "storage_full" and writer["session"] == 3
+    RunStore.open(tmp_path / "run").close()  # the next writer clears it
+    assert "stopped" not in RunReader(tmp_path / "run").last_writer()
