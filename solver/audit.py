@@ -2,8 +2,9 @@
 
 Each check returns :class:`Check` rows (pass, warn or fail, with the file or record at
 fault). The generic checks here know only the store's format; checks that understand the
-loop's records register themselves with :func:`register_check` from ``solver.audit_calls``,
-which :func:`audit_run` imports when it exists. No lock is taken and nothing is written.
+loop's records register themselves with :func:`register_check` from the modules named in
+``EXTENSION_MODULES``, which :func:`audit_run` imports when they exist. No lock is taken and
+nothing is written.
 """
 
 from __future__ import annotations
@@ -86,7 +87,7 @@ class AuditContext:
 
 AuditCheck = Callable[[AuditContext], list[Check]]
 _REGISTERED: list[AuditCheck] = []
-EXTENSION_MODULES = ("solver.audit_calls",)
+EXTENSION_MODULES = ("solver.audit_calls", "solver.audit_prompts", "solver.audit_network")
 
 
 def register_check(check: AuditCheck) -> AuditCheck:
