@@ -82,6 +82,11 @@ def _close_progress(holder: list[ProgressBase]) -> None:
             progress.__exit__(None, None, None)
 
 
+def _grade_text(score: object) -> str:
+    """A grader that was cut off or unreadable gave no grade: say so rather than "None/7"."""
+    return "ungraded" if score is None else f"grade {score}/7"
+
+
 def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
     if as_json:
         click.echo(
@@ -98,7 +103,7 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
         sel = r["selected"]
         console.print(
             f"selected {sel['lineage']} v{sel['version']} "
-            f"({'accepted' if sel['accepted'] else 'not accepted'}); grade {r.get('score')}/7"
+            f"({'accepted' if sel['accepted'] else 'not accepted'}); {_grade_text(r.get('score'))}"
         )
     if r.get("evaluation_score") is not None:
         console.print(f"evaluation grade: {r['evaluation_score']}/7")
