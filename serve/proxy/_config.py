@@ -34,6 +34,7 @@ A config file is TOML::
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -92,6 +93,9 @@ class Provider:
         return base + path
 
 
+_MAY_BE_ZERO = ("first_byte_per_1k_tokens", "open_after")
+
+
 @dataclass(frozen=True, slots=True)
 class Deadlines:
     connect: float = 10.0
@@ -101,6 +105,18 @@ class Deadlines:
     max_wall: float = 7200.0
     keepalive: float = 15.0
     open_after: float = 5.0
+
+    def __post_init__(self) -> None:
+        """A zero keepalive would ping in a busy loop, a zero idle deadline fail every stream:
+        every deadline is a positive, finite number of seconds; only the two that add
+        nothing when zero may be zero."""
+        for key in Deadlines.__dataclass_fields__:
+            value = getattr(self, key)
+            zero_ok = key in _MAY_BE_ZERO
+            if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+                least = ">= 0" if zero_ok else "> 0"
+                raise ProxyConfigError(f"deadlines.{key} must be a finite number {least}"
+                                       f" (got {value})")  # fmt: skip
 
     def first_byte_for(self, prompt_tokens: int) -> float:
         """Long prompts prefill for minutes with no byte sent (E38): scale the budget."""
@@ -149,6 +165,15 @@ def _section(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ProxyConfigError(f"{where}: [{key}] must be a table")
     return value
+
+
+_SERVER_KEYS = ("host", "port", "token_env", "telemetry", "store_bodies")
+
+
+def _known(table: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(table) - set(keys))
+    if unknown:
+        raise ProxyConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(keys)})")
 
 
 def _typed(table: dict[str, Any], key: str, kind: type, default: Any, where: str) -> Any:
@@ -218,17 +243,23 @@ def load_config(path: Path) -> ProxyConfig:
     names = [p.name for p in providers]
     if len(set(names)) != len(names):
         raise ProxyConfigError(f"{where}: provider names must be unique")
+    _known(data, ("active", "server", "deadlines", "providers"), f"{where}: top level")
     server = _section(data, "server", where)
+    _known(server, _SERVER_KEYS, f"{where}: [server]")
     limits = _section(data, "deadlines", where)
+    _known(limits, tuple(Deadlines.__dataclass_fields__), f"{where}: [deadlines]")
     defaults = Deadlines()
-    deadlines = Deadlines(
-        **{
-            key: _typed(limits, key, float, getattr(defaults, key), f"{where}: deadlines")
-            for key in Deadlines.__dataclass_fields__
-        }
-    )
-    if any(getattr(deadlines, key) <= 0 for key in ("connect", "first_byte", "idle", "max_wall")):
-        raise ProxyConfigError(f"{where}: deadlines must be positive")
+    values = {
+        key: _typed(limits, key, float, getattr(defaults, key), f"{where}: deadlines")
+        for key in Deadlines.__dataclass_fields__
+    }
+    try:
+        deadlines = Deadlines(**values)
+    except ProxyConfigError as exc:
+        raise ProxyConfigError(f"{where}: {exc}") from None
+    port = _typed(server, "port", int, DEFAULT_PORT, f"{where}: server")
+    if not 0 <= port <= 65535:
+        raise ProxyConfigError(f"{where}: server.port must be 0-65535 (got {port})")
     token_env = _typed(server, "token_env", str, TOKEN_ENV, f"{where}: server")
     telemetry = _typed(server, "telemetry", str, "proxy-telemetry.sqlite", f"{where}: server")
     state_file = path.with_name(path.name + ".active")
@@ -240,7 +271,7 @@ def load_config(path: Path) -> ProxyConfig:
         providers=providers,
         active=active,
         host=_typed(server, "host", str, "127.0.0.1", f"{where}: server"),
-        port=_typed(server, "port", int, DEFAULT_PORT, f"{where}: server"),
+        port=port,
         token=os.environ.get(token_env, ""),
         telemetry=(path.parent / telemetry) if telemetry else None,
         store_bodies=_typed(server, "store_bodies", bool, False, f"{where}: server"),

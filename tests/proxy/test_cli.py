@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from serve.proxy import ProxyServer, load_config
@@ -214,3 +215,38 @@ def test_quick_start_serves_until_terminated(tmp_path: Path) -> None:
         ("success", "glm-served")
     ]  # flushed on shutdown
     db.close()
+
+
+@pytest.mark.parametrize(
+    ("table", "line", "expected"),
+    [
+        ("deadlines", "keepalive = 0", "deadlines.keepalive must be a finite number > 0"),
+        ("deadlines", "connect = -1", "deadlines.connect must be a finite number > 0"),
+        ("deadlines", "open_after = -0.5", "deadlines.open_after must be a finite number >= 0"),
+        ("deadlines", "first_byte_per_1k_tokens = -1", "first_byte_per_1k_tokens must be"),
+        ("deadlines", "max_wall = inf", "deadlines.max_wall must be a finite number"),
+        ("deadlines", "keepalve = 15", "[deadlines]: unknown key 'keepalve'"),
+        ("server", "prot = 8788", "[server]: unknown key 'prot'"),
+        ("server", "store_bodies = true\nport = 70000", "server.port must be 0-65535"),
+    ],
+)
+def test_bad_deadlines_and_unknown_keys_are_refused(
+    tmp_path: Path, table: str, line: str, expected: str
+) -> None:
+    path = _config(tmp_path, "http://127.0.0.1:9", "http://127.0.0.1:9")
+    text = (
+        path.read_text().replace("port = 0\n", "").replace(f"[{table}]\n", f"[{table}]\n{line}\n")
+    )
+    path.write_text(text)
+    # `stats` reads the config file and stops there (the bare command would serve)
+    code, out = _run("proxy", "--config", str(path), "stats")
+    assert code == 2 and expected in out and str(path) in out, out
+    assert "Traceback" not in out
+
+
+def test_zero_is_allowed_where_it_means_none(tmp_path: Path) -> None:
+    path = _config(tmp_path, "http://127.0.0.1:9", "http://127.0.0.1:9")
+    zeros = "[deadlines]\nopen_after = 0\nfirst_byte_per_1k_tokens = 0\n"
+    path.write_text(path.read_text().replace("[deadlines]\n", zeros))
+    deadlines = load_config(path).deadlines
+    assert (deadlines.open_after, deadlines.first_byte_per_1k_tokens) == (0, 0)
