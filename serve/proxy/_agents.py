@@ -142,6 +142,17 @@ def _is_header(line: str) -> bool:
     return line.lstrip().startswith("[")
 
 
+def _is_ours(line: str) -> bool:
+    """Our provider's table header, however spaced or quoted (``[ model_providers."x" ]``)."""
+    bare = "".join(line.split("#", 1)[0].split()).replace('"', "").replace("'", "")
+    return bare == f"[model_providers.{PROVIDER_ID}]"
+
+
+def _declares_ours(text: str) -> bool:
+    providers = tomllib.loads(text).get("model_providers")
+    return isinstance(providers, dict) and PROVIDER_ID in providers
+
+
 def _toml_str(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
 
@@ -158,6 +169,7 @@ def codex_change(
         raise ProxyConfigError(f"{path}: not valid TOML: {exc}") from None
     lines = before.splitlines()
     header = f"[model_providers.{PROVIDER_ID}]"
+    where = f"{path}: model_providers.{PROVIDER_ID}"
     top_keys = {"model_provider"} | ({"model"} if model else set())
     out: list[str] = []
     in_top = True
@@ -165,7 +177,7 @@ def codex_change(
     for line in lines:
         if _is_header(line):
             in_top = False
-            skipping = line.strip() == header
+            skipping = _is_ours(line)
             if skipping:
                 continue
         if skipping:
@@ -181,6 +193,16 @@ def codex_change(
     out[first_table:first_table] = [*top, ""] if first_table < len(out) else top
     while out and not out[-1].strip():
         out.pop()
+    try:
+        declared_elsewhere = _declares_ours("\n".join(out))
+    except tomllib.TOMLDecodeError:
+        declared_elsewhere = True  # only its table was taken out, so it was defined elsewhere
+    if declared_elsewhere:
+        raise ProxyConfigError(
+            f"{where} is declared as an inline table or with dotted keys, which this command "
+            "does not rewrite: remove it (or make it a [model_providers.olympiad-proxy] table) "
+            "and run again"
+        )
     base_url = proxy_url.rstrip("/")
     if not base_url.endswith("/v1"):
         base_url += "/v1"
@@ -197,6 +219,11 @@ def codex_change(
     if token_env:
         out.append(f"env_key = {_toml_str(token_env)}")
     after = "\n".join(out) + "\n"
-    parsed = tomllib.loads(after)
+    try:
+        parsed = tomllib.loads(after)
+    except tomllib.TOMLDecodeError as exc:  # a layout the line edit above did not foresee
+        raise ProxyConfigError(
+            f"{where}: cannot add it to this file ({exc}); edit by hand"
+        ) from None
     assert parsed["model_providers"][PROVIDER_ID]["wire_api"] == "responses"
     return Change(path, before, after)

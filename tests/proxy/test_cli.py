@@ -168,6 +168,35 @@ def test_config_codex_keeps_the_rest_and_restores(tmp_path: Path) -> None:
     assert code == 0 and not fresh.exists()
 
 
+@pytest.mark.parametrize(
+    "declared",
+    [
+        'model_providers = { olympiad-proxy = { name = "old", base_url = "http://x" } }\n',
+        'model_providers.olympiad-proxy.base_url = "http://x"\n',
+        '[model_providers]\nolympiad-proxy = { name = "old", base_url = "http://x" }\n',
+        '[model_providers]\nolympiad-proxy.base_url = "http://x"\n',
+    ],
+    ids=["inline-top", "dotted-top", "inline-in-table", "dotted-in-table"],
+)
+def test_config_codex_refuses_our_provider_in_a_form_it_cannot_edit(
+    tmp_path: Path, declared: str
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f'model = "gpt-5"\n{declared}')
+    code, out = _run("config", "codex", "--codex-config", str(path))
+    assert code == 2 and "inline table or with dotted keys" in out and str(path) in out, out
+    assert "Traceback" not in out and path.read_text() == f'model = "gpt-5"\n{declared}'
+
+
+def test_config_codex_replaces_a_quoted_table_header(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text('[ model_providers."olympiad-proxy" ]\nname = "old"\nbase_url = "http://x"\n')
+    code, out = _run("config", "codex", "--codex-config", str(path))
+    assert code == 0, out
+    provider = tomllib.loads(path.read_text())["model_providers"]["olympiad-proxy"]
+    assert provider["wire_api"] == "responses" and provider["name"] != "old"
+
+
 def test_quick_start_serves_until_terminated(tmp_path: Path) -> None:
     """`solver proxy --upstream URL` in its own process: discovers the served model, answers,
     writes telemetry in the working directory, stops cleanly on SIGTERM."""
