@@ -14,6 +14,7 @@ from typing import Any
 from solver.llm.events import Usage
 
 from . import _signature
+from ._toolids import for_anthropic
 from ._turn import Block, TurnEnd, TurnFailure
 from ._wire import dumps, json_bytes, sse_event
 
@@ -148,7 +149,7 @@ class AnthropicStream:
         else:
             content = {
                 "type": "tool_use",
-                "id": block.tool_id,
+                "id": for_anthropic(block.tool_id),
                 "name": block.tool_name,
                 "input": {},
             }
@@ -205,7 +206,7 @@ def render_message(
             content.append(
                 {
                     "type": "tool_use",
-                    "id": block.tool_id,
+                    "id": for_anthropic(block.tool_id),
                     "name": block.tool_name,
                     "input": tool_input(block.text),
                 }

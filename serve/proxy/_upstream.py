@@ -18,7 +18,7 @@ from solver.llm.codec import PATHS, encode_request
 from solver.llm.errors import UnsupportedRequest
 from solver.llm.events import Request
 
-from . import _signature
+from . import _signature, _toolids
 from ._config import Deadlines, Provider
 from ._http1 import Http1Error, Http1Pool, Http1Response
 from ._parse import FrontError
@@ -61,6 +61,9 @@ def upstream_request(
     if provider.upstream_model:
         changes["model"] = provider.upstream_model
     request = replace(request, **changes)  # type: ignore[arg-type]
+    request, ids_changed = _toolids.for_upstream(request, provider.api == "anthropic")
+    if ids_changed:
+        cases.append("b2_tool_ids_mapped")
     if provider.api == "anthropic":
         request, dropped = _signature.for_anthropic_upstream(request, provider.name)
         if dropped:
