@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -135,15 +136,35 @@ class BridgeEndpoint:
 class CountTokensEndpoint:
     """``/v1/messages/count_tokens``: asks the provider (SGLang answers it exactly through the
     served chat template); when it cannot, an estimate (4 bytes a token), labelled as such in
-    the ``x-token-count`` header."""
+    the ``x-token-count`` header. Like every request it echoes ``x-request-id`` and gets a
+    telemetry row (client protocol ``anthropic_count_tokens``, no tokens: nothing was used)."""
 
     def __init__(self, state: ProxyState) -> None:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = self.state
         headers = _headers(scope)
-        if not _authorized(self.state, headers):
-            await _send_json(send, 401, ANTHROPIC.error_body(401, "missing or wrong token"), [])
+        record = RequestRecord(
+            request_id=_correlation_id(headers),
+            client_request_id=headers.get("x-client-request-id", "")[:200],
+            client_protocol="anthropic_count_tokens",
+            started_at=started_at(),
+        )
+        extra = [(b"x-request-id", record.request_id.encode())]
+        started = time.monotonic()
+
+        async def answer(status: int, body: Any, more: list[tuple[bytes, bytes]]) -> None:
+            await _send_json(send, status, body, [*extra, *more])
+            record.http_status = status
+            record.duration_ms = (time.monotonic() - started) * 1000
+            if status >= 400:
+                record.status = "no_route" if status == 404 else "bad_request"
+                record.error = str(body.get("error", {}).get("message", ""))[:300]
+            state.record(record)
+
+        if not _authorized(state, headers):  # not recorded, like the other routes
+            await _send_json(send, 401, ANTHROPIC.error_body(401, "missing or wrong token"), extra)
             return
         try:
             body = await _read_body(receive)
@@ -151,19 +172,21 @@ class CountTokensEndpoint:
                 return
             fr = parse_messages(body, headers, counting=True)
         except FrontError as exc:
-            await _send_json(send, exc.status, ANTHROPIC.error_body(exc.status, exc.message), [])
+            await answer(exc.status, ANTHROPIC.error_body(exc.status, exc.message), [])
             return
-        providers = self.state.route(fr.client_model)
+        record.model, record.session_id = fr.client_model, fr.session_id
+        providers = state.route(fr.client_model)
         if not providers:
             message = f"no provider serves model {fr.client_model!r}"
-            await _send_json(send, 404, ANTHROPIC.error_body(404, message), [])
+            await answer(404, ANTHROPIC.error_body(404, message), [])
             return
         provider = providers[0]
+        record.provider = provider.name
         request, _, _ = upstream_request(fr.request, provider)
         try:
             payload = orjson.loads(encode_request("anthropic", request))
         except (ValueError, TypeError) as exc:
-            await _send_json(send, 400, ANTHROPIC.error_body(400, str(exc)), [])
+            await answer(400, ANTHROPIC.error_body(400, str(exc)), [])
             return
         for key in ("max_tokens", "stream", "temperature", "top_p", "stop_sequences"):
             payload.pop(key, None)
@@ -171,7 +194,9 @@ class CountTokensEndpoint:
         source = b"upstream"
         if counted is None:
             counted, source = max(1, len(dumps(payload)) // 4), b"estimate"
-        await _send_json(send, 200, {"input_tokens": counted}, [(b"x-token-count", source)])
+        # the count is not consumption: it stays out of the token columns
+        record.cases = "count_tokens_estimate" if source == b"estimate" else ""
+        await answer(200, {"input_tokens": counted}, [(b"x-token-count", source)])
 
     async def _ask(self, provider: Any, payload: dict[str, Any]) -> int | None:
         assert self.state.clients is not None

@@ -30,9 +30,13 @@ def responses_usage(usage: Usage) -> dict[str, Any]:
     }
 
 
+# the types OpenAI's own API sends for these statuses (clients back off on rate_limit_error)
+_ERROR_TYPES = {401: "authentication_error", 404: "not_found_error", 429: "rate_limit_error"}
+
+
 def error_body(status: int, message: str, kind: str = "") -> dict[str, Any]:
     if not kind:
-        kind = "invalid_request_error" if status < 500 else "server_error"
+        kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": str(status)}}
 
 
