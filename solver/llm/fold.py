@@ -20,7 +20,7 @@ from solver.llm.events import (
     Usage,
 )
 
-__all__ = ["Folder", "clean_arguments", "fold_events", "split_orphan_think"]
+__all__ = ["Folder", "clean_arguments", "fold_events"]
 
 
 def clean_arguments(arguments: str) -> str:
@@ -37,18 +37,6 @@ def clean_arguments(arguments: str) -> str:
             return arguments
         return text[:half]
     return arguments
-
-
-def split_orphan_think(text: str, reasoning: str) -> tuple[str, str]:
-    """GLM with thinking on but no reasoning parser: the prompt ends in ``<think>``, so the
-    answer text starts inside the reasoning and only ``</think>`` shows. Without any other
-    reasoning, what precedes that closing tag is the reasoning (b.1)."""
-    if reasoning or "</think>" not in text:
-        return text, reasoning
-    head, _, tail = text.partition("</think>")
-    if "<think>" in head:
-        return text, reasoning
-    return tail, head
 
 
 class _Call:
@@ -129,10 +117,9 @@ class Folder:
             reason, raw = self.finish.reason, self.finish.raw_reason
         else:
             reason, raw = "error", "no_finish"
-        text, reasoning = split_orphan_think("".join(self._text), "".join(self._reasoning))
         return Completion(
-            text=text,
-            reasoning=reasoning,
+            text="".join(self._text),
+            reasoning="".join(self._reasoning),
             tool_calls=tuple(calls),
             usage=self.usage,
             finish_reason=reason,

@@ -12,7 +12,9 @@
 - ``stop`` after a streamed tool call means ``tool_calls``; ``tool_calls`` with no tool delta
   is downgraded to ``stop`` when text exists and is an error otherwise (E32);
 - a ``stop`` with no text and no tool but with reasoning promotes the reasoning to text (E22);
-- inline ``<think>`` tags in text, split anywhere across chunks, become reasoning (b.1).
+- a leading inline ``<think>`` tag in text, split anywhere across chunks, makes reasoning, and
+  so does text before a lone ``</think>`` (the opening tag was in the prompt), as long as no
+  reasoning channel was seen (b.1); until that is decidable the text is held.
 
 Each quirk met is counted in :attr:`EventBuilder.cases` by its catalogue code, so a run can say
 how often the server needed normalising.
@@ -95,9 +97,14 @@ class EventBuilder:
         self.out: list[StreamEvent] = []
         self.cases: set[str] = set()
         self.closed = False
-        self._think_tags = think_tags
-        self._in_think = False
-        self._tag_hold = ""
+        # inline <think> tags (b.1), only while no reasoning channel was seen: "start" until the
+        # first text decides; "inside" a leading <think>; "orphan" while text may be reasoning
+        # whose <think> was in the prompt (held until </think>, <think>, a tool or the end);
+        # "plain" once decided, and from the start when tags are not looked for
+        self._think = "start" if think_tags else "plain"
+        self._tag_hold = ""  # whitespace or part of a tag, not yet decidable
+        self._held: list[str] = []  # "orphan" text
+        self._held_tail = ""  # its last characters, where a tag may straddle two chunks
         self._finish: Finish | None = None
         self._error: StreamError | None = None
         self._usage: Usage | None = None
@@ -109,11 +116,19 @@ class EventBuilder:
     # ------------------------------------------------------------ deltas
 
     def reasoning(self, text: str) -> None:
+        """Reasoning from the protocol's own channel."""
         if type(text) is not str:
             raise TypeError(f"reasoning delta is {type(text).__name__}, not a string")
         if self._finish is not None or self.closed:
             self.cases.add("E10_after_finish")
             return
+        if self._think != "plain":
+            # a real reasoning channel: tags in the text are text from now on
+            self._flush_tag_hold()
+            self._think = "plain"
+        self._reasoning(text)
+
+    def _reasoning(self, text: str) -> None:
         if self._reasoning_held is not None:
             self._reasoning_held.append(text)
         self.out.append(ReasoningDelta(text))
@@ -128,39 +143,62 @@ class EventBuilder:
         if self._finish is not None or self.closed:
             self.cases.add("E10_after_finish")
             return
-        if self._think_tags and (self._tag_hold or "<" in text):
-            self._split_think_tags(self._tag_hold + text)
+        if self._think != "plain":
+            self._think_text(text)
             return
-        if self._in_think:
-            self.reasoning(text)
-            return
+        self._text(text)
+
+    def _text(self, text: str) -> None:
         self._saw_text = True
         self._reasoning_held = None
         self.out.append(TextDelta(text))
 
-    def _split_think_tags(self, text: str) -> None:
-        self._tag_hold = ""
-        while text:
-            inside = self._in_think
-            tag = _CLOSE_TAG if inside else _OPEN_TAG
-            at = text.find(tag)
-            if at >= 0:
-                head, text = text[:at], text[at + len(tag) :]
-                self._in_think = not inside
+    def _think_text(self, text: str) -> None:
+        if self._think == "start":
+            text, self._tag_hold = self._tag_hold + text, ""
+            lead = text.lstrip()
+            if not lead or (len(lead) < len(_OPEN_TAG) and _OPEN_TAG.startswith(lead)):
+                self._tag_hold = text  # blank, or part of a leading <think>: wait
+                return
+            if lead.startswith(_OPEN_TAG):
                 self.cases.add("think_tags")
+                self._think = "inside"
+                text = lead[len(_OPEN_TAG) :]
             else:
-                keep = _partial_tag_suffix(text, tag)
-                head, self._tag_hold, text = text[: len(text) - keep], text[len(text) - keep :], ""
+                self._think = "orphan"
+        if self._think == "inside":
+            text, self._tag_hold = self._tag_hold + text, ""
+            at = text.find(_CLOSE_TAG)
+            if at < 0:
+                keep = _partial_tag_suffix(text, _CLOSE_TAG)
+                if keep:
+                    text, self._tag_hold = text[:-keep], text[-keep:]
+                if text:
+                    self._reasoning(text)
+                return
+            self._think = "plain"
+            if at:
+                self._reasoning(text[:at])
+            if text[at + len(_CLOSE_TAG) :]:
+                self._text(text[at + len(_CLOSE_TAG) :])
+            return
+        # orphan: only the chunk and the tail before it are searched, never the whole hold
+        window = self._held_tail + text
+        self._held.append(text)
+        if _CLOSE_TAG not in window and _OPEN_TAG not in window:
+            self._held_tail = window[-(len(_CLOSE_TAG) - 1) :]
+            return
+        held = "".join(self._held)
+        self._held, self._held_tail, self._think = [], "", "plain"
+        head, tag, tail = held.partition(_CLOSE_TAG)
+        if tag and _OPEN_TAG not in head:
+            self.cases.add("think_orphan_close")
             if head:
-                self._emit_plain(head, reasoning=inside)
-
-    def _emit_plain(self, text: str, *, reasoning: bool) -> None:
-        if reasoning:
-            self.reasoning(text)
+                self._reasoning(head)
+            if tail:
+                self._text(tail)
         else:
-            self._saw_text = True
-            self._reasoning_held = None
-            self.out.append(TextDelta(text))
+            self._text(held)
 
     def tool(self, index: int, id: str | None, name: str | None, arguments: str) -> None:
         if self._finish is not None or self.closed:
@@ -291,9 +329,20 @@ class EventBuilder:
         return [finish]
 
     def _flush_tag_hold(self) -> None:
-        if self._tag_hold:
+        """Something other than text came (a tool, a finish, the end): decide what is held."""
+        state = self._think
+        if state == "plain":
+            return
+        if state == "inside":
             hold, self._tag_hold = self._tag_hold, ""
-            self._emit_plain(hold, reasoning=self._in_think)
+            if hold:
+                self._reasoning(hold)
+            return
+        # nothing showed the held text to be reasoning: it is text
+        held = self._tag_hold + "".join(self._held)
+        self._tag_hold, self._held, self._held_tail, self._think = "", [], "", "plain"
+        if held:
+            self._text(held)
 
     @property
     def finished(self) -> bool:

@@ -1,0 +1,88 @@
+"""Inline ``<think>`` tags become reasoning in the live events (what the proxy reads), not only in
+the folded completion, and only where they can mean reasoning (b.1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from solver.llm import ReasoningDelta, StreamEvent, TextDelta, decode_stream, fold_events
+from tests.llm.catalogue import ROLE, call, delta, sse
+
+
+def split_everywhere(raw: bytes) -> list[list[StreamEvent]]:
+    """The events of ``raw`` whole and cut at every byte boundary."""
+    out = [list(decode_stream("chat", [raw]))]
+    for cut in range(1, len(raw)):
+        out.append(list(decode_stream("chat", [raw[:cut], raw[cut:]])))
+    return out
+
+
+def deltas(events: list[StreamEvent]) -> tuple[str, str]:
+    """All reasoning and all text as emitted, event by event."""
+    reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    return reasoning, text
+
+
+def test_lone_closing_tag_splits_the_live_events() -> None:
+    # GLM thinking without a reasoning parser: <think> was the end of the prompt
+    raw = sse(
+        ROLE,
+        delta({"content": "Check small"}),
+        delta({"content": " cases first.</thi"}),
+        delta({"content": "nk>\nThe answer is 4."}),
+        delta({}, "stop"),
+    )
+    for events in split_everywhere(raw):
+        assert deltas(events) == ("Check small cases first.", "\nThe answer is 4.")
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["Use the tag <think> in HTML, then </think>.", "</think> closes it.", "<think>x</think>y"],
+)
+def test_tags_after_a_reasoning_channel_stay_text(content: str) -> None:
+    raw = sse(
+        ROLE,
+        delta({"reasoning_content": "Think about HTML."}),
+        delta({"content": content[:9]}),
+        delta({"content": content[9:]}),
+        delta({}, "stop"),
+    )
+    for events in split_everywhere(raw):
+        assert deltas(events) == ("Think about HTML.", content)
+
+
+def test_a_tag_that_does_not_lead_stays_text() -> None:
+    content = "Write <think>x</think> here."
+    raw = sse(
+        ROLE, delta({"content": content[:8]}), delta({"content": content[8:]}), delta({}, "stop")
+    )
+    for events in split_everywhere(raw):
+        assert deltas(events) == ("", content)
+
+
+def test_leading_tag_after_blank_text_is_reasoning_and_later_tags_are_text() -> None:
+    raw = sse(
+        ROLE,
+        delta({"content": "\n<think>a"}),
+        delta({"content": "b</think>c <think>d</think>"}),
+        delta({}, "stop"),
+    )
+    for events in split_everywhere(raw):
+        assert deltas(events) == ("ab", "c <think>d</think>")
+
+
+def test_held_text_is_released_as_text_at_a_tool_call() -> None:
+    raw = sse(
+        ROLE,
+        delta({"content": "Let me look."}),
+        delta({"tool_calls": [call(0, "call_1", "ls", "{}")]}),
+        delta({}, "tool_calls"),
+    )
+    for events in split_everywhere(raw):
+        assert deltas(events) == ("", "Let me look.")
+        completion = fold_events(events)
+        assert completion.finish_reason == "tool_calls" and len(completion.tool_calls) == 1
+        first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
+        assert all(not isinstance(e, TextDelta) for e in events[first_text + 1 :])
