@@ -275,19 +275,20 @@ def proxy() -> Iterator[ProxyServer]:
         yield server
 
 
-def _read(front: str, proxy: ProxyServer, case: str) -> Seen | None:
+def _read(front: str, proxy: ProxyServer, case: str, stream: bool = True) -> Seen | None:
     try:
-        seen = ask(front, proxy, stream=True, user=case)
+        seen = ask(front, proxy, stream=stream, user=case)
     except (anthropic.APIError, openai.APIError):
         return None
     return None if seen.stop == "failed" else seen
 
 
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
 @pytest.mark.parametrize("front", FRONTS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_catalogue_case(proxy: ProxyServer, front: str, case: str) -> None:
+def test_catalogue_case(proxy: ProxyServer, front: str, case: str, stream: bool) -> None:
     expected = CASES[case][1]
-    seen = _read(front, proxy, case)
+    seen = _read(front, proxy, case, stream)
     if expected == "error":
         assert seen is None, f"{case} must end in a protocol error, got {seen}"
         return

@@ -22,12 +22,24 @@ ERRORS = (anthropic.APIError, openai.APIError)
 BOUND = 15.0  # "did not hang": generous, the deadlines above are all under 2 s
 
 
+def _protocol_error(exc: Exception) -> bool:
+    """The client saw its protocol's error: an HTTP error status, an Anthropic ``error`` event
+    (the SDK raises it as a status error) or a Chat error chunk (an APIError carrying the error
+    body). A dropped connection or a client-side timeout is no protocol error."""
+    if isinstance(exc, anthropic.APIConnectionError | openai.APIConnectionError):
+        return False
+    if isinstance(exc, anthropic.APIStatusError | openai.APIStatusError):
+        return True
+    return isinstance(exc, openai.APIError) and isinstance(exc.body, dict)
+
+
 def _fails(front: str, proxy: object, *, stream: bool) -> bool:
     try:
         seen = ask(front, proxy, stream=stream, tools=False)  # type: ignore[arg-type]
-    except ERRORS:
+    except ERRORS as exc:
+        assert _protocol_error(exc), f"{front}: {type(exc).__name__}: {exc}"
         return True
-    return seen.stop == "failed"
+    return seen.stop == "failed"  # Responses: a response.failed event
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])
