@@ -8,7 +8,7 @@
   terminal event (E01, E16);
 - exactly one terminal event ends every stream, last: :class:`Finish` or :class:`StreamError`;
   an EOF without a finish is an error, never a silent success (E07); ``[DONE]`` without a finish
-  synthesises one (E08); ``abort`` is an error (E19);
+  synthesises one (E08); ``abort``/``cancelled`` (E19) and ``error`` finishes are errors;
 - ``stop`` after a streamed tool call means ``tool_calls``; ``tool_calls`` with no tool delta
   is downgraded to ``stop`` when text exists and is an error otherwise (E32);
 - a ``stop`` with no text and no tool but with reasoning promotes the reasoning to text (E22);
@@ -306,6 +306,11 @@ class EventBuilder:
 
     def _final(self, finish: Finish) -> list[StreamEvent]:
         reason = finish.reason
+        if reason == "error":
+            # finish_reason "error": the server failed the generation; never a success
+            self.cases.add("finish_error")
+            message = f"the server ended the stream with finish_reason {finish.raw_reason!r}"
+            return [StreamError(kind="server_error", message=message, retryable=True)]
         if reason == "abort":
             self.cases.add("E19_abort")
             message = "the server aborted the request (finish_reason abort)"

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from solver.llm import ReasoningDelta, StreamEvent, TextDelta, decode_stream, fold_events
+from solver.llm import (
+    ReasoningDelta,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    decode_stream,
+    fold_events,
+)
 from tests.llm.catalogue import ROLE, call, delta, sse
 
 
@@ -86,3 +93,15 @@ def test_held_text_is_released_as_text_at_a_tool_call() -> None:
         assert completion.finish_reason == "tool_calls" and len(completion.tool_calls) == 1
         first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta))
         assert all(not isinstance(e, TextDelta) for e in events[first_text + 1 :])
+
+
+@pytest.mark.parametrize(
+    ("raw_reason", "kind"), [("error", "server_error"), ("cancelled", "abort")]
+)
+def test_error_and_cancelled_finishes_are_retryable_errors(raw_reason: str, kind: str) -> None:
+    raw = sse(ROLE, delta({"content": "Half an ans"}), delta({}, raw_reason))
+    events = list(decode_stream("chat", [raw]))
+    terminal = events[-1]
+    assert isinstance(terminal, StreamError)
+    assert (terminal.kind, terminal.retryable) == (kind, True)
+    assert fold_events(events).finish_reason != "stop"
