@@ -97,7 +97,11 @@ def loads_payload(data: bytes) -> list[Any]:
             position += 1
         if position == len(text):
             break
-        value, position = decoder.raw_decode(text, position)
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except RecursionError:
+            # orjson refuses deep nesting with JSONDecodeError; the stdlib parser recurses
+            raise ValueError("JSON nested too deeply") from None
         values.append(value)
     if not values:
         raise ValueError("empty data field")

@@ -99,6 +99,12 @@ chat_chunks = st.fixed_dictionaries(
     },
 )
 junk = st.binary(max_size=40)
+# nesting past every parser's limit (orjson stops at 1024, the stdlib parser recurses)
+deep = st.builds(
+    lambda depth, pair: b"data: " + pair[0] * depth + pair[1] * depth + b"\n\n",
+    st.integers(1100, 20_000),
+    st.sampled_from([(b"[", b"]"), (b'{"a":', b"}"), (b"[", b"")]),
+)
 
 
 def frame(item: Any) -> bytes:
@@ -109,7 +115,7 @@ def frame(item: Any) -> bytes:
 
 @SETTINGS
 @given(
-    items=st.lists(chat_chunks | junk | st.just(b"data: [DONE]\n\n"), max_size=12),
+    items=st.lists(chat_chunks | junk | deep | st.just(b"data: [DONE]\n\n"), max_size=12),
     points=st.lists(st.integers(0, 5000), max_size=6),
 )
 def test_random_chat_streams_end_in_exactly_one_terminal(
@@ -236,3 +242,18 @@ def test_arbitrary_json_in_chat_streams(items: list[Any], points: list[int]) -> 
     events = list(decode_stream("chat", cut(raw, points)))
     assert events and isinstance(events[-1], Finish | StreamError)
     fold_events(events)
+
+
+@SETTINGS
+@given(
+    api=st.sampled_from(["chat", "responses", "anthropic"]),
+    nested=deep,
+    points=st.lists(st.integers(0, 50_000), max_size=4),
+)
+def test_deep_nesting_is_malformed_in_every_protocol(
+    api: Any, nested: bytes, points: list[int]
+) -> None:
+    events = list(decode_stream(api, cut(nested, points)))
+    # malformed, or (a list the parser still took) a stream without a finish: never a crash
+    assert isinstance(events[-1], StreamError)
+    assert events[-1].kind in ("malformed", "eof_without_finish")
