@@ -224,6 +224,11 @@ class ModelClient:
                 try:
                     return await self._attempt(effective, cap, observer, index)
                 except ContextLengthExceeded as exc:
+                    info = self._server
+                    if not recapped and (info is None or info.context_length is None):
+                        # the served context is unknown (the first probe failed): ask again
+                        with contextlib.suppress(TransportError):
+                            await self.probe(observer)
                     # the server told us the prompt size: cap once more, exactly, if that fits
                     fixed = self._recap(effective, exc) if not recapped else None
                     if fixed is None:

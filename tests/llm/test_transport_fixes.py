@@ -128,10 +128,11 @@ def complete(
     *,
     req: Request | None = None,
     recorder: Recorder | None = None,
+    retry: RetryPolicy = ONCE,
 ) -> Completion:
     async def go() -> Completion:
         endpoint = Endpoint(url, "chat", "glm-fake")
-        async with ModelClient(endpoint, deadlines=deadlines, retry=ONCE) as client:
+        async with ModelClient(endpoint, deadlines=deadlines, retry=retry) as client:
             return await asyncio.wait_for(
                 client.complete(req or request(), recorder or Recorder()), HANG_GUARD
             )
@@ -269,3 +270,60 @@ def test_silence_before_any_finish_is_still_an_idle_timeout() -> None:
         pytest.raises(IdleTimeout),
     ):
         complete(server.url, deadlines)
+
+
+# ---------------------------------------------------------------- a failed probe is not final
+
+TOO_LONG = orjson.dumps(
+    {
+        "object": "error",
+        "message": "This model's maximum context length is 130 tokens. However, you requested "
+        "164 tokens (100 tokens from the input messages, 64 for the completion).",
+    }
+)
+
+
+def flaky_models(context_errors: int) -> tuple[Script, list[int]]:
+    """/models fails once with a 503, then reports a 130-token context; the first
+    ``context_errors`` completions are refused as too long, later ones answered."""
+    unavailable = http(b"{}", status=503, sized=True)
+    models = http(orjson.dumps({"data": [{"id": "glm-fake", "max_model_len": 130}]}), sized=True)
+    refused = http(TOO_LONG, status=400, sized=True)
+    answer = http(ANSWER_SSE, content_type="text/event-stream")
+    counts = [0, 0]  # /models requests, completion requests
+
+    def script(path: str) -> bytes:
+        if path.endswith("/models"):
+            counts[0] += 1
+            return unavailable if counts[0] == 1 else models
+        counts[1] += 1
+        return refused if counts[1] <= context_errors else answer
+
+    return script, counts
+
+
+def test_a_failed_probe_is_asked_again_on_the_next_call() -> None:
+    script, counts = flaky_models(context_errors=0)
+
+    async def go(url: str) -> tuple[int | None, int | None]:
+        async with ModelClient(Endpoint(url, "chat", "glm-fake"), deadlines=QUICK) as client:
+            await client.complete(request(), Recorder())
+            first = client.server_info
+            await client.complete(request(), Recorder())
+            second = client.server_info
+        return (first and first.context_length), (second and second.context_length)
+
+    with RawServer(script) as server:
+        assert asyncio.run(go(server.url)) == (None, 130)
+    assert counts == [2, 2]
+
+
+def test_context_error_with_unknown_context_probes_again_and_recaps() -> None:
+    script, counts = flaky_models(context_errors=1)
+    recorder = Recorder()
+    retry = RetryPolicy(max_attempts=3, initial_wait=0.01, max_wait=0.05)
+    with RawServer(script) as server:
+        completion = complete(server.url, QUICK, recorder=recorder, retry=retry)
+    assert completion.text == "Two."
+    assert counts == [2, 2]
+    assert [s.max_tokens_cap for s in recorder.starts] == [None, 30]  # 130 - 100 input tokens
