@@ -337,9 +337,11 @@ class ModelClient:
                 headers_at = loop.time() - t0
                 try:
                     status = response.status_code
-                    server_id = response.headers.get("x-request-id") or response.headers.get(
+                    # a proxy or server that only echoes our X-Request-ID tells nothing new
+                    header_id = response.headers.get("x-request-id") or response.headers.get(
                         "request-id"
                     )
+                    server_id = header_id if header_id != request_id else None
                     # body or stream is told by the first byte, never by the content-type, the
                     # way decode_stream/decode_body tell it offline (E20)
                     decided = status >= 400
@@ -458,7 +460,7 @@ class ModelClient:
                 start,
                 AttemptEnd(
                     request_id=request_id,
-                    server_request_id=server_id or decoder.server_id,
+                    server_request_id=decoder.server_id or server_id,
                     status=status,
                     ttfb_s=ttfb if ttfb is not None else headers_at,
                     headers_s=headers_at,

@@ -92,18 +92,29 @@ class RawServer:
             self.paths.append(path)
             reply = self._script(path)
             if reply is not None:
-                conn.sendall(reply)
+                sent_id = b""
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"x-request-id":
+                        sent_id = value.strip()
+                conn.sendall(reply.replace(b"{SENT_ID}", sent_id))  # an echoing server
             if reply is None or self._hold:
                 self._stop.wait()
 
 
 def http(
-    body: bytes, *, status: int = 200, content_type: str = "application/json", sized: bool = False
+    body: bytes,
+    *,
+    status: int = 200,
+    content_type: str = "application/json",
+    sized: bool = False,
+    extra: str = "",
 ) -> bytes:
     """An HTTP/1.1 response; close-delimited (the body ends at EOF) unless ``sized``."""
     length = f"Content-Length: {len(body)}\r\n" if sized else ""
     head = (
-        f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n{length}Connection: close\r\n\r\n"
+        f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n{length}{extra}"
+        "Connection: close\r\n\r\n"
     )
     return head.encode() + body
 
@@ -327,3 +338,30 @@ def test_context_error_with_unknown_context_probes_again_and_recaps() -> None:
     assert completion.text == "Two."
     assert counts == [2, 2]
     assert [s.max_tokens_cap for s in recorder.starts] == [None, 30]  # 130 - 100 input tokens
+
+
+# ---------------------------------------------------------------- the server's own id
+
+
+@pytest.mark.parametrize(
+    ("header", "body_id", "kept"),
+    [
+        ("hdr-9", "chatcmpl-7", "chatcmpl-7"),  # the body's id is the server's own
+        ("{SENT_ID}", None, None),  # an echo of ours is not the server's id
+        ("hdr-9", None, "hdr-9"),  # no id in the body: a header that differs is kept
+    ],
+)
+def test_the_server_id_is_its_own(header: str, body_id: str | None, kept: str | None) -> None:
+    frames = [chunk({"content": "Two."}), chunk({}, "stop")]
+    for frame in frames:
+        if body_id is None:
+            del frame["id"]
+        else:
+            frame["id"] = body_id
+    extra = f"X-Request-ID: {header}\r\n"
+    raw = http(sse(*frames, done=True), content_type="text/event-stream", extra=extra)
+    recorder = Recorder()
+    with RawServer(models_or(raw)) as server:
+        complete(server.url, QUICK, recorder=recorder)
+    (end,) = recorder.ends
+    assert end.server_request_id == kept
