@@ -31,7 +31,8 @@ from solver.llm.types import RetryPolicy
 
 __all__ = ["AllowList", "Wait", "host_port", "retry_after_seconds", "retrying", "status_error"]
 
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+# below 500 only these say "ask again later"; every 5xx does too, except 501 (not implemented)
+_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _CONTEXT_ERROR = re.compile(
     r"context.length|maximum context|context size|context window|too many tokens|"
     r"exceed_context|prompt is too long",
@@ -110,7 +111,7 @@ def status_error(
     secret: str | None,
 ) -> HTTPStatusError:
     """The error for a non-2xx answer: context-length errors are their own final type;
-    408/409/425/429/5xx/529 are retryable, everything else is final."""
+    408/409/425/429 and every 5xx but 501 are retryable, everything else is final."""
     excerpt = redact(body[:_EXCERPT].decode("utf-8", "replace"), secret)
     message = f"HTTP {status} from {url}: {excerpt[:300]}"
     if status in (400, 413, 422) and _CONTEXT_ERROR.search(excerpt):
@@ -122,7 +123,7 @@ def status_error(
         status=status,
         body_excerpt=excerpt,
         retry_after=retry_after_seconds(headers.get("retry-after")),
-        retryable=status in _RETRYABLE_STATUS,
+        retryable=status in _RETRYABLE_STATUS or (status >= 500 and status != 501),
         request_id=request_id,
         url=url,
     )

@@ -22,7 +22,7 @@ from solver.llm import (
     fold_events,
 )
 from solver.llm._policy import Wait as _Wait
-from solver.llm._policy import retry_after_seconds
+from solver.llm._policy import retry_after_seconds, status_error
 from tests.fakes.fake_endpoint import FakeEndpoint, Reply
 from tests.llm.recorder import Recorder
 
@@ -129,3 +129,15 @@ def test_retry_after_header_forms() -> None:
     assert retry_after_seconds("Wed, 21 Oct 2015 07:28:30 GMT", now=1445412500.0) == 10.0
     assert retry_after_seconds("soon") is None
     assert retry_after_seconds(None) is None
+
+
+@pytest.mark.parametrize("status", [500, 505, 507, 520, 524, 529, 599, 408, 409, 425, 429])
+def test_every_5xx_but_501_is_retryable(status: int) -> None:
+    error = status_error(status, b"{}", httpx.Headers(), url="u", request_id=None, secret=None)
+    assert error.retryable
+
+
+@pytest.mark.parametrize("status", [501, 400, 401, 403, 404, 422])
+def test_not_implemented_and_client_errors_are_final(status: int) -> None:
+    error = status_error(status, b"{}", httpx.Headers(), url="u", request_id=None, secret=None)
+    assert not error.retryable
