@@ -2,7 +2,10 @@
 
 A blob is durable before its name is returned (temp file, fsync, rename, fsync of the fan-out
 directory), so no journal record can ever name bytes that a crash could lose. Large blobs are
-hashed while they are written and never held whole in memory.
+hashed while they are written and never held whole in memory; writes are gathered into
+``WRITE_BUFFER`` bytes per system call (a stream arrives in many small reads). A writer made
+with ``hashed=False`` leaves the hashing to a caller that already hashes the same bytes (the
+model client does) and takes the digest at ``commit``.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from solver.store._fs import crash_point, fsync_dir, storage_errors, temp_name, write_all
+from solver.store._fs import crash_point, fsync_dir, storage_errors, temp_name
 from solver.store.errors import BlobCorrupt, BlobMissing, StoreError
 
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 READ_CHUNK = 1 << 20
+WRITE_BUFFER = 256 << 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +129,8 @@ class BlobStore:
         except FileNotFoundError:
             raise BlobMissing(digest) from None
 
-    def writer(self) -> BlobWriter:
-        return BlobWriter(self)
+    def writer(self, *, hashed: bool = True) -> BlobWriter:
+        return BlobWriter(self, hashed=hashed)
 
     def put(self, data: bytes) -> BlobRef:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -135,9 +139,9 @@ class BlobStore:
         if self.path_for(digest).is_file():
             self._confirm_durable(digest)
             return BlobRef(digest, len(data))
-        with self.writer() as writer:
+        with self.writer(hashed=False) as writer:  # hashed just above
             writer.write(data)
-            return writer.commit()
+            return writer.commit(digest)
 
     def iter_files(self) -> Iterator[Path]:
         """Every file in the fan-out tree, whatever its name (the audit judges the names)."""
@@ -185,48 +189,81 @@ class BlobStore:
 class BlobWriter:
     """Streams one blob to a temp file, hashing as it goes; ``commit()`` makes it durable and
     returns its name, ``abort()`` drops it. As a context manager it aborts on an exception or
-    when left without a commit."""
+    when left without a commit. With ``hashed=False`` the caller hashes the bytes it writes
+    and must pass their digest to ``commit``; otherwise a digest passed there is checked."""
 
-    def __init__(self, store: BlobStore) -> None:
+    def __init__(self, store: BlobStore, *, hashed: bool = True) -> None:
         self._store = store
         store.tmp.mkdir(parents=True, exist_ok=True)
         self._path = temp_name(store.tmp / "blob")
         with storage_errors(self._path):
             self._fd: int | None = os.open(self._path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        self._hash = hashlib.sha256()
+        self._hash = hashlib.sha256() if hashed else None
         self._size = 0
+        self._buffer = bytearray()
 
     def write(self, data: bytes) -> None:
-        if self._fd is None:
+        fd = self._fd
+        if fd is None:
             raise StoreError("blob writer is closed")
-        with storage_errors(self._path):
-            write_all(self._fd, data)
-        self._hash.update(data)
+        if self._hash is not None:
+            self._hash.update(data)
         self._size += len(data)
+        if not self._buffer and len(data) >= WRITE_BUFFER:
+            self._write(fd, data)  # already large: no copy
+            return
+        self._buffer += data
+        if len(self._buffer) >= WRITE_BUFFER:
+            self._flush(fd)
 
-    def commit(self) -> BlobRef:
+    def _flush(self, fd: int) -> None:
+        if self._buffer:
+            buffer, self._buffer = self._buffer, bytearray()
+            self._write(fd, buffer)
+
+    def _write(self, fd: int, data: bytes | bytearray) -> None:
+        with storage_errors(self._path):
+            view = memoryview(data)
+            while view:  # os.write may write less than asked
+                view = view[os.write(fd, view) :]
+
+    def commit(self, digest: str | None = None) -> BlobRef:
+        """Durable, then named. ``digest`` (``"sha256:<hex>"``) is the caller's hash of every
+        byte written: required when the writer does not hash, checked when it does."""
         if self._fd is None:
             raise StoreError("blob writer is closed")
+        if self._hash is not None:
+            name = "sha256:" + self._hash.hexdigest()
+            if digest is not None and digest != name:
+                self.abort()
+                raise StoreError(f"blob digest mismatch: given {digest}, written {name}")
+        elif digest is None:
+            self.abort()
+            raise StoreError("a blob writer with hashed=False needs the digest at commit")
+        else:
+            parse_digest(digest)
+            name = digest
         fd, self._fd = self._fd, None
-        digest = "sha256:" + self._hash.hexdigest()
         try:
             with storage_errors(self._path):
                 try:
+                    self._flush(fd)
                     crash_point("blob.write")
                     os.fsync(fd)
                     crash_point("blob.fsync")
                 finally:
                     os.close(fd)
-                self._store._install(self._path, digest)
+                self._store._install(self._path, name)
         except BaseException:
             self._path.unlink(missing_ok=True)
             raise
-        return BlobRef(digest, self._size)
+        return BlobRef(name, self._size)
 
     def abort(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+            self._buffer = bytearray()
             self._path.unlink(missing_ok=True)
 
     def __enter__(self) -> BlobWriter:
