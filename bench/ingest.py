@@ -5,8 +5,8 @@ Chat Completions chunks as fast as it can, each SSE event in its own HTTP chunk 
 uvicorn sends them. At each concurrency, in one run, three clients read the same streams:
 
   (a) sdk    the openai SDK, iterating ``chat.completions.create(stream=True)`` and nothing else
-  (b) ours   ModelClient.complete: normalisation, folding, SHA-256 and the raw bytes written to
-             a file on disk for every attempt
+  (b) ours   ModelClient.complete: normalisation, folding, SHA-256 and the raw bytes stored
+             by the run store's own BlobWriter (durable, content-named) for every attempt
   (c) floor  httpx iterating the raw response bytes and doing nothing else
 
 Reported: chunks/s (wall), CPU microseconds per chunk (this process: user + system), and the
@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import httpx
 
@@ -43,6 +43,7 @@ from solver.llm import (  # noqa: E402
     Request,
     StreamEvent,
 )
+from solver.store.blobs import BlobStore, BlobWriter  # noqa: E402
 
 MODEL = "glm-bench"
 
@@ -157,20 +158,22 @@ REQUEST_BODY = {
 
 
 class DiskObserver:
-    """What the run loop does per attempt: raw bytes to a file (buffered), events counted."""
+    """What the run loop does per attempt: the raw bytes go into the run's blob store (the real
+    BlobWriter: buffered writes, temp file, fsync, rename, directory fsync), named by the
+    digest the client computed while reading; events are counted."""
 
     def __init__(self, directory: Path) -> None:
-        self.directory = directory
+        self.store = BlobStore(directory / "blobs")
         self.events = 0
-        self.files: dict[str, BinaryIO] = {}
+        self.files: dict[str, BlobWriter] = {}
 
-    def attempt_started(self, start: AttemptStart) -> BinaryIO:
-        sink = open(self.directory / f"{start.request_id}.sse", "wb")  # noqa: SIM115
+    def attempt_started(self, start: AttemptStart) -> BlobWriter:
+        sink = self.store.writer(hashed=False)  # the client hashes every byte it reads
         self.files[start.request_id] = sink
         return sink
 
     def attempt_ended(self, start: AttemptStart, end: AttemptEnd) -> None:
-        self.files.pop(start.request_id).close()
+        self.files.pop(start.request_id).commit("sha256:" + end.response_sha256)
         if end.error_kind is not None:
             raise RuntimeError(f"benchmark stream failed: {end.error_kind} {end.error_message}")
 
