@@ -65,6 +65,9 @@ _FINISH_REASONS: dict[str, FinishReason] = {
     "length": "length",
     "max_tokens": "length",
     "max_output_tokens": "length",
+    # Anthropic paused a long turn: the answer is unfinished and is continued by sending it
+    # back, as after a length cut; never a plain stop (the raw reason stays on the finish)
+    "pause_turn": "length",
     "model_context_window_exceeded": "length",
     "tool_calls": "tool_calls",
     "function_call": "tool_calls",

@@ -14,6 +14,7 @@ from solver.llm import (
     fold_events,
 )
 from tests.llm.catalogue import ROLE, call, delta, sse
+from tests.llm.catalogue import events as anthropic_events
 
 
 def split_everywhere(raw: bytes) -> list[list[StreamEvent]]:
@@ -105,3 +106,16 @@ def test_error_and_cancelled_finishes_are_retryable_errors(raw_reason: str, kind
     assert isinstance(terminal, StreamError)
     assert (terminal.kind, terminal.retryable) == (kind, True)
     assert fold_events(events).finish_reason != "stop"
+
+
+def test_anthropic_pause_turn_is_not_a_plain_stop() -> None:
+    raw = anthropic_events(
+        ("message_start", {"message": {"id": "msg_1", "usage": {"input_tokens": 3}}}),
+        ("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "Part"}}),
+        ("message_delta", {"delta": {"stop_reason": "pause_turn"}, "usage": {"output_tokens": 1}}),
+        ("message_stop", {}),
+    )
+    completion = fold_events(decode_stream("anthropic", [raw]))
+    assert completion.text == "Part"
+    assert (completion.finish_reason, completion.raw_finish_reason) == ("length", "pause_turn")
