@@ -250,7 +250,7 @@ class Exchange:
         self._cases.update(cases)
         self.record.upstream_model = request.model
         body = _upstream.encode(provider, request)
-        decoder = StreamDecoder(provider.api)
+        decoder = StreamDecoder(provider.api, reasoning=self.fr.request.reasoning)
         limits = self.state.config.deadlines
         self._attempt_t0 = self._loop.time()
         self._first_read = False

@@ -313,7 +313,7 @@ class ModelClient:
         hasher = hashlib.sha256()
         size = 0
         folder = Folder()
-        decoder = StreamDecoder(self.endpoint.api)
+        decoder = StreamDecoder(self.endpoint.api, reasoning=request.reasoning)
         status: int | None = None
         server_id: str | None = None
         ttfb: float | None = None

@@ -113,10 +113,13 @@ class StreamDecoder:
 
     __slots__ = ("_builder", "_decoder", "_sse", "api")
 
-    def __init__(self, api: Api) -> None:
+    def __init__(self, api: Api, *, reasoning: bool | None = None) -> None:
+        """``reasoning`` is the request's: when it is True, Chat text that may be reasoning
+        whose ``<think>`` was in the prompt is held until a tag decides it, so live events are
+        right; otherwise text streams at once and :func:`fold_events` splits afterwards."""
         self.api = api
         self._sse = SSEDecoder()
-        self._builder = EventBuilder(think_tags=api == "chat")
+        self._builder = EventBuilder(think_tags=api == "chat", hold_orphan_think=reasoning is True)
         decoder: _Decoder
         if api == "chat":
             decoder = ChatDecoder(self._builder)
@@ -193,12 +196,15 @@ def starts_body(data: bytes) -> bool | None:
     return head[:1] in (b"{", b"[")
 
 
-def decode_stream(api: Api, chunks: Iterable[bytes]) -> Iterator[StreamEvent]:
+def decode_stream(
+    api: Api, chunks: Iterable[bytes], *, reasoning: bool | None = None
+) -> Iterator[StreamEvent]:
     """Canonical events of a recorded raw SSE response, chunk boundaries anywhere.
 
     A whole JSON body where a stream was asked for (E20: the client decodes such an answer as
-    a body) is recognised by its first byte and decoded as a body here too."""
-    decoder = StreamDecoder(api)
+    a body) is recognised by its first byte and decoded as a body here too. ``reasoning`` as
+    for :class:`StreamDecoder`; the folded completion does not depend on it."""
+    decoder = StreamDecoder(api, reasoning=reasoning)
     head: list[bytes] = []
     chunk_iter = iter(chunks)
     for chunk in chunk_iter:

@@ -20,7 +20,7 @@ from solver.llm.events import (
     Usage,
 )
 
-__all__ = ["Folder", "clean_arguments", "fold_events"]
+__all__ = ["Folder", "clean_arguments", "fold_events", "split_orphan_think"]
 
 
 def clean_arguments(arguments: str) -> str:
@@ -37,6 +37,20 @@ def clean_arguments(arguments: str) -> str:
             return arguments
         return text[:half]
     return arguments
+
+
+def split_orphan_think(text: str, reasoning: str) -> tuple[str, str]:
+    """GLM with thinking on but no reasoning parser: the prompt ends in ``<think>``, so the
+    answer starts inside the reasoning and only ``</think>`` shows. With no other reasoning,
+    what precedes that closing tag is the reasoning (b.1). The event builder does this live
+    when the request asked for reasoning; here it is done for streams decoded without that
+    hold, so a completion is the same whichever way its events were produced."""
+    if reasoning or "</think>" not in text:
+        return text, reasoning
+    head, _, tail = text.partition("</think>")
+    if "<think>" in head:
+        return text, reasoning
+    return tail, head
 
 
 class _Call:
@@ -117,9 +131,10 @@ class Folder:
             reason, raw = self.finish.reason, self.finish.raw_reason
         else:
             reason, raw = "error", "no_finish"
+        text, reasoning = split_orphan_think("".join(self._text), "".join(self._reasoning))
         return Completion(
-            text="".join(self._text),
-            reasoning="".join(self._reasoning),
+            text=text,
+            reasoning=reasoning,
             tool_calls=tuple(calls),
             usage=self.usage,
             finish_reason=reason,

@@ -96,15 +96,19 @@ def _partial_tag_suffix(text: str, tag: str) -> int:
 class EventBuilder:
     """Collects canonical events for one stream; decoders call it, callers drain ``out``."""
 
-    def __init__(self, *, think_tags: bool = False) -> None:
+    def __init__(self, *, think_tags: bool = False, hold_orphan_think: bool = False) -> None:
         self.out: list[StreamEvent] = []
         self.cases: set[str] = set()
         self.closed = False
         # inline <think> tags (b.1), only while no reasoning channel was seen: "start" until the
         # first text decides; "inside" a leading <think>; "orphan" while text may be reasoning
         # whose <think> was in the prompt (held until </think>, <think>, a tool or the end);
-        # "plain" once decided, and from the start when tags are not looked for
+        # "plain" once decided, and from the start when tags are not looked for. Text is held
+        # as a possible orphan only when the request asked for reasoning (GLM's template then
+        # ends the prompt in <think>): holding every plain answer would stop it streaming.
+        # Without the hold, fold_events still splits at a lone </think> afterwards.
         self._think = "start" if think_tags else "plain"
+        self._hold_orphan = hold_orphan_think
         self._tag_hold = ""  # whitespace or part of a tag, not yet decidable
         self._held: list[str] = []  # "orphan" text
         self._held_tail = ""  # its last characters, where a tag may straddle two chunks
@@ -168,7 +172,10 @@ class EventBuilder:
                 self._think = "inside"
                 text = lead[len(_OPEN_TAG) :]
             else:
-                self._think = "orphan"
+                self._think = "orphan" if self._hold_orphan else "plain"
+                if self._think == "plain":
+                    self._text(text)
+                    return
         if self._think == "inside":
             text, self._tag_hold = self._tag_hold + text, ""
             at = text.find(_CLOSE_TAG)

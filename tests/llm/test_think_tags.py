@@ -17,11 +17,12 @@ from tests.llm.catalogue import ROLE, call, delta, sse
 from tests.llm.catalogue import events as anthropic_events
 
 
-def split_everywhere(raw: bytes) -> list[list[StreamEvent]]:
-    """The events of ``raw`` whole and cut at every byte boundary."""
-    out = [list(decode_stream("chat", [raw]))]
+def split_everywhere(raw: bytes, reasoning: bool | None = True) -> list[list[StreamEvent]]:
+    """The events of ``raw`` whole and cut at every byte boundary, for a request that asked
+    for reasoning unless told otherwise."""
+    out = [list(decode_stream("chat", [raw], reasoning=reasoning))]
     for cut in range(1, len(raw)):
-        out.append(list(decode_stream("chat", [raw[:cut], raw[cut:]])))
+        out.append(list(decode_stream("chat", [raw[:cut], raw[cut:]], reasoning=reasoning)))
     return out
 
 
@@ -43,6 +44,29 @@ def test_lone_closing_tag_splits_the_live_events() -> None:
     )
     for events in split_everywhere(raw):
         assert deltas(events) == ("Check small cases first.", "\nThe answer is 4.")
+
+
+@pytest.mark.parametrize("reasoning", [False, None])
+def test_without_reasoning_asked_a_plain_answer_streams_and_the_fold_still_splits(
+    reasoning: bool | None,
+) -> None:
+    """Holding text for a possible lone </think> would keep every plain answer from streaming,
+    so it is done only when the request asked for reasoning; the completion is the same."""
+    plain = sse(
+        ROLE, delta({"content": "The answer"}), delta({"content": " is 4."}), delta({}, "stop")
+    )
+    for events in split_everywhere(plain, reasoning):
+        assert deltas(events) == ("", "The answer is 4.")
+    first = next(
+        iter(decode_stream("chat", [plain[: plain.index(b" is 4.")]], reasoning=reasoning))
+    )
+    assert first == TextDelta("The answer")  # out before the stream ends
+    orphan = sse(
+        ROLE, delta({"content": "Check.</think>"}), delta({"content": "4"}), delta({}, "stop")
+    )
+    held = fold_events(decode_stream("chat", [orphan], reasoning=True))
+    streamed = fold_events(decode_stream("chat", [orphan], reasoning=reasoning))
+    assert (streamed.reasoning, streamed.text) == (held.reasoning, held.text) == ("Check.", "4")
 
 
 @pytest.mark.parametrize(
