@@ -327,8 +327,10 @@ class RunStore:
     def put_blob(self, data: bytes) -> BlobRef:
         return self.blobs.put(data)
 
-    def blob_writer(self) -> BlobWriter:
-        return self.blobs.writer()
+    def blob_writer(self, *, hashed: bool = True) -> BlobWriter:
+        """``hashed=False`` for a caller that hashes every byte it writes and names the blob at
+        ``commit(digest)`` (the model client does, while it reads the stream)."""
+        return self.blobs.writer(hashed=hashed)
 
     def read_blob(self, ref: BlobRef | str) -> bytes:
         return self.blobs.read(ref)
