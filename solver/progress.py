@@ -153,6 +153,9 @@ class LiveProgress(ProgressBase):
     def __exit__(self, *exc: object) -> None:
         self.live.update(self._table())
         self.live.__exit__(None, None, None)
+        if not self.console.is_terminal:
+            # off a terminal Live leaves its last line open; what is printed next would join it
+            self.console.line()
 
     def tick(self) -> None:
         now = self.clock()

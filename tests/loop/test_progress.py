@@ -27,6 +27,7 @@ def test_table_and_json_lines(tmp_path: Path) -> None:
         live.refresh({"event": "tick"})
     text = screen.getvalue()
     assert "L0" in text and "L1" in text and "accepted" in text
+    assert text.endswith("┘\n")  # the next line printed starts on a line of its own
     assert f"calls {40 - state.solve_calls()}" in text
 
     out = io.StringIO()
