@@ -99,12 +99,18 @@ def _findings(raw: Any) -> tuple[Finding, ...]:
     if not isinstance(raw, list):
         return ()
     findings: list[Finding] = []
+    items = [lower_keys(item) for item in raw if isinstance(item, dict)]
+    # A missing id takes a number no explicit id uses, so it never shadows a finding the
+    # verifier named itself ("F1" with no id before it stays F1).
+    explicit = {str(d.get("id") or "").strip()[:40] for d in items}
     used: set[str] = set()
-    for number, item in enumerate(raw, start=1):
-        if not isinstance(item, dict):
-            continue
-        data = lower_keys(item)
-        ident = str(data.get("id") or "").strip()[:40] or f"F{number}"
+    for number, data in enumerate(items, start=1):
+        ident = str(data.get("id") or "").strip()[:40]
+        if not ident:
+            spare = number
+            while f"F{spare}" in explicit or f"F{spare}" in used:
+                spare += 1
+            ident = f"F{spare}"
         while ident in used:
             ident = f"{ident}'"
         used.add(ident)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import roles
+from roles import verifier
 from solver.audit import AuditContext, Check, Status, capped, register_check
 from solver.audit_records import digest_of, read_blob, records_of, row_about
 from solver.llm import (
@@ -146,7 +147,7 @@ def _derivation_ok(
         return False
     if artifact["kind"] == "proof_text":
         return roles.extract_proof(text).proof.encode() == content
-    return (roles.strip_thinking(text).strip() or "(empty report)").encode() == content
+    return verifier.format_report(verifier.parse(text)).encode() == content
 
 
 class _DigestOnlyStore:

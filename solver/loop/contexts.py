@@ -236,7 +236,9 @@ class ContextBuilder:
             )
             return {"has_proof": True, "final_answer": proof.final_answer}, [artifact]
         if isinstance(output, verifier.Output):
-            report = roles.strip_thinking(completion.text).strip() or "(empty report)"
+            # The reviewer sees the parsed findings under the ids the loop keys its decisions
+            # on; the raw text may repeat or omit ids, which would send a rejection astray.
+            report = verifier.format_report(output)
             artifact = self._new_artifact(
                 f"{call.call_id}.report", "verification_report", report.encode(), call.call_id, call
             )

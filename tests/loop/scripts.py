@@ -11,6 +11,7 @@ Usable in-process (``FakeEndpoint(responder)``) and by the fake as its own proce
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 from tests.fakes.fake_endpoint import RecordedRequest, Reply
@@ -76,7 +77,7 @@ FLAW_FINDING = {
 
 
 def _reviews(request: RecordedRequest, decision: str) -> Reply:
-    ids = sorted({part.split('"')[0] for part in request.user_text.split('"id": "')[1:]})
+    ids = sorted(re.findall(r"### Finding (\S+) \(severity", request.user_text))
     reviews = [{"id": i, "decision": decision, "severity": "major", "reason": "r"} for i in ids]
     return json_reply("Review.", {"reviews": reviews or [{"id": "F1", "decision": decision}]})
 

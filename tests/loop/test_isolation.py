@@ -52,7 +52,10 @@ def test_markers_stay_where_policy_allows(tmp_path: Path) -> None:
             assert role == "grader:evaluation", call
     # The markers did reach the run: in responses, and the reference in evaluation grading.
     assert any(MARK_REFERENCE.encode() in body for _, _, body in sent)
-    assert any(scripts.MARK_REPORT.encode() in body for _, role, body in sent if role == "reviewer")
+    # The reviewer sees the verifier's findings, in the loop's listing, never its prose.
+    assert not any(scripts.MARK_REPORT.encode() in body for _, _, body in sent)
+    flaw = scripts.FLAW_FINDING["explanation"].encode()
+    assert any(flaw in body for _, role, body in sent if role == "reviewer")
     result = result_of(outcome.run_dir)
     assert result["evaluation"]["scores"] == [7, 7, 7]
     assert result["evaluation_score"] == 7
