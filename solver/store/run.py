@@ -244,6 +244,10 @@ class RunStore:
                 run_id=str(self.manifest["run_id"]),
             )
             self._append("run.created", created.data(), 1)
+            if self._key is not None:
+                # A signed run carries a seal from its first moment, so an audit of a run
+                # killed before its first periodic seal can tell it from a stripped one.
+                self.seal()
         logged = {r.data.get("file") for r in scan.records if r.type == "recovery.tail_truncated"}
         self._log_quarantined(logged)
         self._attest_if_missing(scan.records)

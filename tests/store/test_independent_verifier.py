@@ -87,10 +87,10 @@ def test_independent_verifier_and_audit_agree_on_a_tampered_run(
     signed: BuiltRun, keys: Keys
 ) -> None:
     lines = (signed.path / "journal.jsonl").read_bytes().split(b"\n")
-    lines[3] = lines[3].replace(b'"c1"', b'"c9"')
+    lines[5] = lines[5].replace(b'"c1"', b'"c9"')  # the line the seal at count 6 signed
     (signed.path / "journal.jsonl").write_bytes(b"\n".join(lines))
     problems = verify(signed.path, keys.public.read_bytes())
-    assert problems == ["chain breaks at line 4", "seal seal-00000004.json does not match"]
+    assert problems == ["chain breaks at line 6", "seal seal-00000006.json does not match"]
     assert not audit_store(signed.path, keys.public).ok
 
 

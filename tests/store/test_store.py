@@ -206,7 +206,7 @@ def test_seals_by_count_and_by_time_and_none_without_key(tmp_path: Path, keys: K
     ) as store:
         store.append("a", {})
         types = [r.type for r in store.records()]
-    assert types == ["run.created", "a", "seal"]
+    assert types == ["run.created", "seal", "a", "seal"]
     report = audit_store(tmp_path / "timed", public_key=keys.public)
     assert report.ok and {c.status for c in report.checks} == {"pass"}, failure_text(report)
 

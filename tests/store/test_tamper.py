@@ -60,13 +60,13 @@ def _edit_data(line: bytes, **changes: object) -> bytes:
 
 def test_edited_journal_line_names_the_line(signed_run: BuiltRun) -> None:
     lines = journal_lines(signed_run.path)
-    assert json.loads(lines[2])["type"] == "test.context"
-    lines[2] = _edit_data(lines[2], call_id="c2")
+    assert json.loads(lines[3])["type"] == "test.context"
+    lines[3] = _edit_data(lines[3], call_id="c2")
     write_lines(signed_run.path, lines)
     report = audit_store(signed_run.path)
     chain = [c for c in failures(report) if c.name == "chain"]
-    assert chain[0].where == "journal.jsonl line 4 (seq 3)"
-    assert "line 3" in chain[0].detail
+    assert chain[0].where == "journal.jsonl line 5 (seq 4)"
+    assert "line 4" in chain[0].detail
 
 
 def test_deleted_journal_line_is_found(signed_run: BuiltRun) -> None:
@@ -155,10 +155,11 @@ def test_prompt_blob_swapped_for_another_valid_blob_is_found(signed_run: BuiltRu
 def test_record_repointed_to_another_valid_blob_is_found(signed_run: BuiltRun) -> None:
     # The record made to name another existing blob instead: the chain breaks after it.
     lines = journal_lines(signed_run.path)
-    lines[2] = _edit_data(lines[2], messages=signed_run.request.as_ref())
+    assert json.loads(lines[3])["type"] == "test.context"
+    lines[3] = _edit_data(lines[3], messages=signed_run.request.as_ref())
     write_lines(signed_run.path, lines)
     bad = [c for c in failures(audit_store(signed_run.path)) if c.name == "chain"]
-    assert bad[0].where == "journal.jsonl line 4 (seq 3)"
+    assert bad[0].where == "journal.jsonl line 5 (seq 4)"
 
 
 def test_edited_final_file_is_found(signed_run: BuiltRun) -> None:
