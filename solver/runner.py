@@ -443,12 +443,9 @@ async def resume_run(
     store, state = open_run(run_dir, key)
     with store:
         manifest = store.manifest
-        if state.phase == "finished":
-            return finished_outcome(store, state)
-        settings = settings_of_run(manifest, resolved_now)
-        problem = Problem.model_validate(manifest["problem"]["record"])
         recorder = Recorder(store, state)
         if state.session_open:
+            # Also for a finished run: a kill after run.finished leaves its session open.
             recorder.append(
                 SessionEnded(
                     session=state.sessions,
@@ -457,6 +454,10 @@ async def resume_run(
                     wall_s=seconds_between(state.session_started_t, state.last_t),
                 )
             )
+        if state.phase == "finished":
+            return finished_outcome(store, state)
+        settings = settings_of_run(manifest, resolved_now)
+        problem = Problem.model_validate(manifest["problem"]["record"])
         record_inputs(recorder, problem, bool(manifest["evaluation"]), manifest.get("given_proof"))
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         return await _drive(

@@ -234,6 +234,7 @@ class RunStore:
         if scan.records:
             last = scan.records[-1]
             self.head, self.next_seq, self.session = last.line_hash, last.seq + 1, last.sess
+            self._count_unsealed(scan.records)
         self._lock.update(self.session)
         if scan.torn is not None:
             self._repair(scan.torn)
@@ -251,6 +252,18 @@ class RunStore:
         logged = {r.data.get("file") for r in scan.records if r.type == "recovery.tail_truncated"}
         self._log_quarantined(logged)
         self._attest_if_missing(scan.records)
+
+    def _count_unsealed(self, records: list[Record]) -> None:
+        """Take up the seal state where the last writer left it: the records after its last
+        ``seal`` are unsealed (a killed writer never sealed them), and that seal is the one an
+        attestation written now names."""
+        for index in range(len(records) - 1, -1, -1):
+            if records[index].type == "seal":
+                self._since_seal = len(records) - 1 - index
+                digest = records[index].data.get("sha256")
+                self._last_seal_digest = digest if isinstance(digest, str) else None
+                return
+        self._since_seal = len(records)
 
     def _attest_if_missing(self, records: list[Record]) -> None:
         """A signed run that finished but was killed before its attestation was written gets

@@ -171,17 +171,40 @@ def test_resuming_a_finished_run_changes_nothing_and_needs_no_endpoint(
     assert after == files
 
 
+def cut_after_finish(run_dir: Path) -> None:
+    """The run as a kill right after ``run.finished`` leaves it: no session.ended, no final
+    seal, no attestation."""
+    lines = (run_dir / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    finished = max(i for i, line in enumerate(lines) if json.loads(line)["type"] == "run.finished")
+    (run_dir / "journal.jsonl").write_bytes(b"".join(lines[: finished + 1]))
+    for seal in (run_dir / "seals").iterdir():
+        if json.loads(base64.b64decode(json.loads(seal.read_bytes())["payload"]))["count"] > (
+            finished + 1
+        ):
+            seal.unlink()
+    (run_dir / "attestation.intoto.jsonl").unlink()
+
+
 def test_finished_signed_run_killed_before_its_attestation_gets_it_on_resume(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with FakeEndpoint(scripts.solved) as fake:
         run_dir = create_signed(tmp_path, fake, monkeypatch)
         resume_elsewhere(run_dir, tmp_path, monkeypatch)
-    (run_dir / "attestation.intoto.jsonl").unlink()
+    cut_after_finish(run_dir)
     public = tmp_path / "home" / "keys" / "solver-ed25519.pub"
     assert not audit_run(run_dir, public_key=public).ok
-    resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    # The endpoint is gone: finishing the attestation needs none.
+    assert resume_elsewhere(run_dir, tmp_path, monkeypatch) == "solved"
     report = audit_run(run_dir, public_key=public)
     assert report.ok, [c for c in report.checks if c.status == "fail"]
+    records = list(RunReader(run_dir).records())
+    ended = [r for r in records if r.type == "session.ended"]
+    assert ended[-1].data["reason"] == "crashed"
+    assert [r.type for r in records[-3:]] == ["run.finished", "session.ended", "seal"]
+    subjects = {s["name"]: s["digest"]["sha256"] for s in statement_of(run_dir)["subject"]}
+    assert subjects[f"journal.jsonl@{len(records)}"] == records[-1].line_hash.removeprefix(
+        "sha256:"
+    )
     digest = hashlib.sha256((run_dir / "final" / "proof.md").read_bytes()).hexdigest()
-    assert digest in {s["digest"]["sha256"] for s in statement_of(run_dir)["subject"]}
+    assert digest in subjects.values()
