@@ -25,10 +25,17 @@ A config file is TOML::
     api_key_env = ""                      # name of the variable holding the key
     models = ["*"]                        # client model names routed here (glob patterns)
     upstream_model = "zai-org/GLM-4.6"    # "" sends the client's model name
+    split_think = true                    # text before a lone </think> is thinking (see below)
     [providers.price]                     # USD per million tokens
     input = 0.0
     cached_input = 0.0
     output = 0.0
+
+``split_think``: GLM with thinking on by default (its template ends the prompt in ``<think>``)
+and no reasoning parser sends "reasoning</think>answer" as text. Unless the client turned
+thinking off, the proxy holds Chat text until a ``</think>`` or the end decides it, so that
+reasoning reaches the client as thinking. A provider serving a model that never thinks sets it
+false, and plain answers stream at once.
 """
 
 from __future__ import annotations
@@ -77,6 +84,7 @@ class Provider:
     models: tuple[str, ...] = ("*",)
     upstream_model: str = ""
     price: Price = field(default_factory=Price)
+    split_think: bool = True
 
     def matches(self, model: str) -> bool:
         return any(fnmatchcase(model, pattern) for pattern in self.models)
@@ -196,6 +204,7 @@ def _provider(raw: Any, where: str) -> Provider:
         "models",
         "upstream_model",
         "price",
+        "split_think",
     }
     if unknown:
         raise ProxyConfigError(f"{where}: unknown key {sorted(unknown)[0]!r}")
@@ -223,6 +232,7 @@ def _provider(raw: Any, where: str) -> Provider:
         models=tuple(models),
         upstream_model=_typed(raw, "upstream_model", str, "", where),
         price=price,
+        split_think=_typed(raw, "split_think", bool, True, where),
     )
 
 

@@ -29,6 +29,7 @@ from starlette.types import Receive, Send
 
 from solver.llm.codec import StreamDecoder
 from solver.llm.events import ReasoningSignature, StreamEvent, Usage
+from solver.llm.fold import split_orphan_think
 
 from . import _upstream
 from ._config import Provider
@@ -39,7 +40,7 @@ from ._signature import wrap
 from ._state import ProxyState
 from ._telemetry import RequestRecord
 from ._toolnames import restore
-from ._turn import TurnEnd, TurnFailure, TurnState
+from ._turn import Block, TurnEnd, TurnFailure, TurnState
 from ._wire import dumps
 from ._writer import StreamWriter
 
@@ -63,6 +64,28 @@ async def _drain(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
         pass
     finally:
         await response.aclose()
+
+
+def _split_blocks(blocks: list[Block]) -> list[Block]:
+    """A JSON answer whose first text holds a lone ``</think>`` (and no thinking came): what
+    precedes the tag is thinking (b.1). The live hold normally did this already; this catches
+    text the hold let through, so a JSON answer never shows the tag."""
+    if not blocks or blocks[0].kind != "text" or any(b.kind == "thinking" for b in blocks):
+        return blocks
+    text, reasoning = split_orphan_think(blocks[0].text, "")
+    if not reasoning:
+        return blocks
+    thinking = Block(0, "thinking")
+    thinking.parts.append(reasoning)
+    out = [thinking]
+    if text:
+        answer = Block(1, "text")
+        answer.parts.append(text)
+        out.append(answer)
+    for block in blocks[1:]:
+        block.index = len(out)
+        out.append(block)
+    return out
 
 
 def _drain_later(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
@@ -114,6 +137,7 @@ class Exchange:
         self._attempt_t0 = self._t0
         self._cases: set[str] = set(fr.cases)
         self._tool_names: dict[str, str] = {}
+        self._split_think = False
 
     # ------------------------------------------------------------ output
 
@@ -250,7 +274,12 @@ class Exchange:
         self._cases.update(cases)
         self.record.upstream_model = request.model
         body = _upstream.encode(provider, request)
-        decoder = StreamDecoder(provider.api, reasoning=self.fr.request.reasoning)
+        # GLM thinks by default: a request that did not turn thinking off may get reasoning
+        # ending in a lone </think> (b.1), so hold unless the client said no or the provider's
+        # model never thinks (split_think = false)
+        asked = self.fr.request.reasoning
+        self._split_think = asked is True or (provider.split_think and asked is not False)
+        decoder = StreamDecoder(provider.api, reasoning=self._split_think or asked)
         limits = self.state.config.deadlines
         self._attempt_t0 = self._loop.time()
         self._first_read = False
@@ -362,7 +391,8 @@ class Exchange:
                 await self._close_stream(emitter.take())
             else:
                 emitter.take()
-                body = self.front.render(self.fr, self._ident, emitter, turn.blocks, outcome)
+                blocks = _split_blocks(turn.blocks) if self._split_think else turn.blocks
+                body = self.front.render(self.fr, self._ident, emitter, blocks, outcome)
                 await self._json(200, body)
             return
         # the upstream wrote this message (an in-stream error may quote the key it refused)

@@ -67,10 +67,13 @@ def proxied(
     telemetry: Path | None = None,
     second: Any = None,
     token: str = "",
+    split_think: bool = True,
 ) -> Iterator[tuple[FakeEndpoint, ProxyServer]]:
     """A fake upstream speaking ``api`` behind a proxy (and a second fake for failover)."""
     with FakeEndpoint(responder) as fake, FakeEndpoint(second or []) as backup:
-        providers = [Provider("fake", fake.url + "/v1", api)]  # type: ignore[arg-type]
+        providers = [
+            Provider("fake", fake.url + "/v1", api, split_think=split_think)  # type: ignore[arg-type]
+        ]
         if second is not None:
             providers.append(Provider("backup", backup.url + "/v1", api))  # type: ignore[arg-type]
         config = ProxyConfig(
