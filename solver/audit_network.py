@@ -1,9 +1,10 @@
 """Audit check ``network``: the peer address of every connection recorded is the allow-listed
-endpoint."""
+endpoint (for a run on the embedded model, or the port its session's probe reached)."""
 
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 from solver.audit import AuditContext, Check, capped, register_check
 from solver.audit_records import records_of, row_about
@@ -40,19 +41,43 @@ def _peer_allowed(peer: tuple[str, int], allowed: tuple[str, int]) -> bool | Non
     return None
 
 
+def _moved_local_ports(
+    ctx: AuditContext, allowed: list[tuple[str, int]]
+) -> dict[int, tuple[str, int]]:
+    """Session -> the address its ``endpoint.probed`` reached, for a run on the embedded
+    model only: `solver local up` picks a new port each time and resume follows it. The
+    host must stay an allow-listed one; only the port may move."""
+    endpoint = ctx.manifest.get("endpoint")
+    if not isinstance(endpoint, dict) or endpoint.get("source") != "local":
+        return {}
+    hosts = {host for host, _port in allowed}
+    moved: dict[int, tuple[str, int]] = {}
+    for rec in records_of(ctx, "endpoint.probed"):
+        try:
+            parts = urlsplit(str(rec.data.get("url") or ""))
+            host, port = (parts.hostname or "").lower(), parts.port
+        except ValueError:
+            continue
+        if host in hosts and port is not None:
+            moved[rec.sess] = (host, port)
+    return moved
+
+
 @register_check
 def check_network(ctx: AuditContext) -> list[Check]:
     """Judged on the peer address each connection reached (what the socket reports), not
     on the host the client meant to reach, which is the same constant in every record."""
     allow_list = [str(a) for a in ctx.manifest.get("network", {}).get("allow", [])]
     allowed = [p for p in (_host_port(a) for a in allow_list) if p is not None]
+    moved = _moved_local_ports(ctx, allowed)
     rows: list[Check] = []
     unverifiable = 0
     connects = records_of(ctx, "net.connect")
     for rec in connects:
         address = str(rec.data.get("address") or "")
         peer = _host_port(address)
-        verdicts = [_peer_allowed(peer, a) for a in allowed] if peer else []
+        session_allowed = [*allowed, moved[rec.sess]] if rec.sess in moved else allowed
+        verdicts = [_peer_allowed(peer, a) for a in session_allowed] if peer else []
         if any(v is True for v in verdicts):
             continue
         if any(v is None for v in verdicts):
@@ -79,12 +104,14 @@ def check_network(ctx: AuditContext) -> list[Check]:
             )
         )
     if not rows:
+        followed = sorted({f"{h}:{p}" for h, p in moved.values()} - set(allow_list))
+        also = f" (the embedded model, resumed on {', '.join(followed)})" if followed else ""
         rows.append(
             Check(
                 name="network",
                 status="pass",
                 detail=f"{len(connects)} connections, all to "
-                f"{', '.join(sorted(allow_list)) or '-'}",
+                f"{', '.join(sorted(allow_list)) or '-'}{also}",
             )
         )
     return capped("network", rows)
