@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged
 from solver.llm import Endpoint
-from solver.store import StoreError
+from solver.store import RunReader, StoreError
 from solver.store.attest import key_id, load_private_key
+from solver.store.run import ATTESTATION_NAME
+
+if TYPE_CHECKING:
+    from solver.loop.state import RunState
 
 
 def resolve_endpoint(settings: Settings) -> tuple[Endpoint, dict[str, Any]]:
@@ -115,3 +120,19 @@ def run_signing_key(manifest: dict[str, Any], today: Path | None) -> Path | None
         f"this run is signed with key {wanted[:16]}, and no private key with that id could "
         f"be loaded ({looked}): set signing_key to that key to continue it"
     )
+
+
+def resume_signing_key(
+    run_dir: Path, today: Path | None, state: Callable[[], RunState]
+) -> Path | None:
+    """The key a resume needs (see :func:`run_signing_key`). A finished run whose last session
+    ended and whose attestation exists needs none: resuming it writes nothing, so a key that
+    has moved since does not stop it from reporting its outcome."""
+    try:
+        return run_signing_key(RunReader(run_dir).manifest, today)
+    except InputError:
+        if (run_dir / ATTESTATION_NAME).is_file():
+            now = state()
+            if now.phase == "finished" and not now.session_open:
+                return None
+        raise

@@ -42,7 +42,7 @@ from solver.records import (
     SessionEnded,
     SessionStarted,
 )
-from solver.run_sources import resolve_endpoint, resume_endpoint, run_signing_key
+from solver.run_sources import resolve_endpoint, resume_endpoint, resume_signing_key
 from solver.store import Record, RunReader, RunStore
 
 FORMAT = "solver-run/1"
@@ -439,7 +439,8 @@ async def resume_run(
 ) -> RunOutcome:
     if not (run_dir / "MANIFEST.json").is_file():
         raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
-    key = run_signing_key(RunReader(run_dir).manifest, resolved_now.settings.signing_key)
+    today = resolved_now.settings.signing_key
+    key = resume_signing_key(run_dir, today, lambda: read_state(run_dir)[1])
     store, state = open_run(run_dir, key)
     with store:
         manifest = store.manifest

@@ -208,3 +208,32 @@ def test_finished_signed_run_killed_before_its_attestation_gets_it_on_resume(
     )
     digest = hashlib.sha256((run_dir / "final" / "proof.md").read_bytes()).hexdigest()
     assert digest in subjects.values()
+
+
+def test_finished_signed_run_whose_key_moved_resumes_to_its_outcome(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+        resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    (tmp_path / "home" / "keys" / "solver-ed25519.key").rename(tmp_path / "moved.key")
+    files = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+    # Nothing is left to sign: the outcome, without the key and without the endpoint.
+    assert resume_elsewhere(run_dir, tmp_path, monkeypatch) == "solved"
+    after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == files
+
+
+def test_finished_signed_run_missing_its_attestation_still_needs_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with FakeEndpoint(scripts.solved) as fake:
+        run_dir = create_signed(tmp_path, fake, monkeypatch)
+        resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    cut_after_finish(run_dir)
+    (tmp_path / "home" / "keys" / "solver-ed25519.key").rename(tmp_path / "moved.key")
+    before = (run_dir / "journal.jsonl").read_bytes()
+    with pytest.raises(InputError, match="signed with key") as refused:
+        resume_elsewhere(run_dir, tmp_path, monkeypatch)
+    assert exit_code_for(refused.value) == 2
+    assert (run_dir / "journal.jsonl").read_bytes() == before
