@@ -150,6 +150,9 @@ class LlmAbandoned(_Rec):
     call_id: str
     attempt: int
     reason: str
+    # An estimate of what an attempt cut mid-stream spent (its prompt, and the output that
+    # streamed before the cut), so the token budget counts it; None when nothing streamed.
+    usage: dict[str, int] | None = None
 
 
 class CallCompleted(_Rec):

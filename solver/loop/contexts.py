@@ -11,6 +11,7 @@ artifacts other roles may later see.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import dataclass, field
@@ -25,7 +26,15 @@ from solver.loop.policy import selection_pool
 from solver.loop.state import CallState, RunState, confirmed_findings
 from solver.problems import Problem
 from solver.records import ArtifactPut, BlobLink, InputLink
-from solver.store import RunStore
+from solver.store import BlobRef, RunStore
+
+# A cautious bytes-per-token ratio for budget estimates (English and LaTeX run nearer four).
+BYTES_PER_TOKEN = 3
+
+
+def tokens_estimate(size: int) -> int:
+    """Tokens in ``size`` bytes or characters of text, on the high side."""
+    return size // BYTES_PER_TOKEN + 1
 
 
 def canonical(obj: Any) -> bytes:
@@ -76,6 +85,17 @@ class ContextBuilder:
         self.problem = problem
         self.seed = seed
         self._texts: dict[str, str] = {}
+        self._dry = False
+
+    def input_estimate(self, call: CallState) -> int:
+        """Tokens the call's prompt may take, on the high side (a token is rarely under three
+        bytes of the rendered messages): what the token budget reserves for its input."""
+        self._dry = True
+        try:
+            built = self.build(call)
+        finally:
+            self._dry = False
+        return tokens_estimate(len(built.messages_json))
 
     # ------------------------------------------------------------ reading artifacts
 
@@ -97,7 +117,11 @@ class ContextBuilder:
     def _new_artifact(
         self, artifact: str, kind: str, data: bytes, producer: str, call: CallState
     ) -> ArtifactPut:
-        ref = self.store.put_blob(data)
+        # An estimate builds a context that may never be used: it must not write blobs.
+        if self._dry:
+            ref = BlobRef(digest="sha256:" + hashlib.sha256(data).hexdigest(), size=len(data))
+        else:
+            ref = self.store.put_blob(data)
         self._texts[artifact] = data.decode("utf-8")
         return ArtifactPut(
             artifact=artifact,

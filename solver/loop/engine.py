@@ -15,174 +15,37 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from solver.errors import EndpointUnavailable
 from solver.llm import (
     Api,
-    AttemptEnd,
-    AttemptStart,
     Completion,
-    Connection,
     Message,
     ModelClient,
-    ReasoningDelta,
     Request,
     ServerInfo,
-    StreamEvent,
-    TextDelta,
     decode_body,
     decode_stream,
     fold_events,
-    request_params,
 )
 from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportError
 from solver.llm.events import Role
-from solver.loop.contexts import ContextBuilder
+from solver.loop.contexts import ContextBuilder, tokens_estimate
+from solver.loop.journal import CallObserver
+from solver.loop.journal import Progress as Progress  # re-exported: callers import it here
+from solver.loop.journal import Recorder as Recorder
 from solver.loop.policy import Finish, PolicyConfig, decide
-from solver.loop.state import CallState, RunState
+from solver.loop.state import CallState
 from solver.records import (
-    BlobLink,
     CallCancelled,
     CallCompleted,
     CallFailed,
+    CallPlanned,
     ContextBuilt,
     Decision,
     LlmAbandoned,
-    LlmCompleted,
-    LlmFailed,
-    LlmStarted,
-    NetConnect,
-    _Rec,
 )
-from solver.store import BlobWriter, RunStore
-
-
-class Progress(Protocol):
-    def call_started(self, call: CallState) -> None: ...
-    def call_finished(self, call: CallState) -> None: ...
-    def streamed(self, call_id: str, chars: int) -> None: ...
-    def decided(self, decision: Decision) -> None: ...
-
-
-class Recorder:
-    """Appends records durably, then folds them into the state."""
-
-    def __init__(self, store: RunStore, state: RunState) -> None:
-        self.store = store
-        self.state = state
-
-    def append(self, record: _Rec) -> None:
-        type_, data = record.record_type(), record.data()
-        written = self.store.append(type_, data)
-        self.state.apply_raw(type_, data, written.t)
-
-    def blob(self, data: bytes) -> BlobLink:
-        ref = self.store.put_blob(data)
-        return BlobLink(blob=ref.digest, bytes=ref.size)
-
-
-@dataclass
-class _OpenAttempt:
-    attempt: int
-    sink: BlobWriter
-
-
-@dataclass
-class CallObserver:
-    """Journals each attempt of one call as the transport makes it."""
-
-    recorder: Recorder
-    call_id: str
-    api: str
-    progress: Progress
-    open: dict[str, _OpenAttempt] = field(default_factory=dict)
-
-    def attempt_started(self, start: AttemptStart) -> BlobWriter:
-        call = self.recorder.state.calls[self.call_id]
-        attempt = call.attempts + 1
-        request = self.recorder.blob(start.body)
-        self.recorder.append(
-            LlmStarted(
-                call_id=self.call_id,
-                attempt=attempt,
-                request_id=start.request_id,
-                url=start.url,
-                api=self.api,
-                params=request_params(start.request),
-                request=request,
-                max_tokens_cap=start.max_tokens_cap,
-            )
-        )
-        # the client hashes every byte it hands the sink, so the store need not hash them again
-        sink = self.recorder.store.blob_writer(hashed=False)
-        self.open[start.request_id] = _OpenAttempt(attempt, sink)
-        return sink
-
-    def attempt_ended(self, start: AttemptStart, end: AttemptEnd) -> None:
-        opened = self.open.pop(start.request_id)
-        ref = opened.sink.commit("sha256:" + end.response_sha256)
-        response = BlobLink(blob=ref.digest, bytes=ref.size)
-        usage = {
-            "input_tokens": end.usage.input_tokens,
-            "cached_tokens": end.usage.cached_tokens,
-            "output_tokens": end.usage.output_tokens,
-            "reasoning_tokens": end.usage.reasoning_tokens,
-        }
-        telemetry = _telemetry(end)
-        if end.error_kind is None:
-            self.recorder.append(
-                LlmCompleted(
-                    call_id=self.call_id,
-                    attempt=opened.attempt,
-                    response=response,
-                    status=end.status,
-                    finish_reason=end.finish_reason,
-                    usage=usage,
-                    telemetry=telemetry,
-                )
-            )
-        else:
-            self.recorder.append(
-                LlmFailed(
-                    call_id=self.call_id,
-                    attempt=opened.attempt,
-                    response=response,
-                    error_kind=end.error_kind,
-                    message=end.error_message or "",
-                    retryable=end.retryable,
-                    usage=usage,
-                    telemetry=telemetry,
-                )
-            )
-
-    def connection_opened(self, conn: Connection) -> None:
-        self.recorder.append(
-            NetConnect(call_id=self.call_id, host=conn.host, port=conn.port, address=conn.address)
-        )
-
-    def on_event(self, event: StreamEvent) -> None:
-        if isinstance(event, TextDelta | ReasoningDelta):
-            self.progress.streamed(self.call_id, len(event.text))
-
-    def abort_open(self) -> None:
-        for opened in self.open.values():
-            opened.sink.abort()
-        self.open.clear()
-
-
-def _telemetry(end: AttemptEnd) -> dict[str, Any]:
-    return {
-        "request_id": end.request_id,
-        "server_request_id": end.server_request_id,
-        "ttfb_s": end.ttfb_s,
-        "ttft_s": end.ttft_s,
-        "total_s": end.total_s,
-        "output_tokens_per_s": end.output_tokens_per_s,
-        "retry_index": end.retry_index,
-        "normalised_cases": list(end.normalised_cases),
-    }
 
 
 class Engine:
@@ -215,9 +78,10 @@ class Engine:
         self.progress = progress
         self.elapsed = elapsed
         self.tasks: dict[str, asyncio.Task[None]] = {}
-        # Output tokens promised to solve calls in flight (their max_tokens), so that calls
-        # started together cannot overrun the token budget between them.
+        # Tokens promised to solve calls in flight (input estimate plus max_tokens), so that
+        # calls started together cannot overrun the token budget between them.
         self._promised: dict[str, int] = {}
+        self._observers: dict[str, CallObserver] = {}
 
     async def run(self) -> Finish:
         """Drive the run to its finish. Cancelling this coroutine cancels every call in
@@ -242,14 +106,8 @@ class Engine:
                     # A finished run leaves no call without its recorded end.
                     await self._cancel(tuple(self.tasks), "the run finished")
                     return step.finish
-                free = self.concurrency - len(self.tasks)
-                for planned in step.calls[: max(free, 0)]:
-                    if planned.call_id not in self.state.calls:
-                        cap = self._token_cap(planned.phase)
-                        if cap is not None and cap < 1:
-                            break  # the budget left is promised to calls in flight; wait
-                        self.recorder.append(planned)
-                    self._start(planned.call_id)
+                if self._start_calls(step.calls):
+                    continue
                 if not self.tasks:
                     raise RuntimeError("the policy decided nothing while no call was in flight")
                 await self._wait_one()
@@ -260,15 +118,57 @@ class Engine:
                 await asyncio.gather(*self.tasks.values(), return_exceptions=True)
             self.tasks.clear()
             self._promised.clear()
+            self._observers.clear()
 
-    def _token_cap(self, phase: str, *, promised: bool = True) -> int | None:
-        """The most output tokens a new call may be given under the token budget: what is
-        left, less what the calls in flight may still spend. Grading after the solve phase
-        is not capped: the budget bounds the search, not the judging of what it found."""
+    def _forget(self, call_id: str) -> None:
+        self._promised.pop(call_id, None)
+        self._observers.pop(call_id, None)
+
+    def _start_calls(self, planned_calls: tuple[CallPlanned, ...]) -> bool:
+        """Start what the policy planned, as far as concurrency and the token budget allow.
+        True when the budget cannot fit the next call even with nothing in flight: that is
+        recorded as the budget's end, and the policy then leaves the solve phase."""
+        free = self.concurrency - len(self.tasks)
+        solving = {ln.lineage for ln in self.state.lineages.values() if ln.active}
+        solving |= {c.lineage for c in planned_calls if c.phase == "solve" and c.lineage}
+        for planned in planned_calls[: max(free, 0)]:
+            if planned.call_id in self.state.calls:
+                self._start(planned.call_id)
+                continue
+            estimate = 0
+            if self.policy.total_tokens is not None and planned.phase == "solve":
+                estimate = self.contexts.input_estimate(_provisional(planned))
+            cap = self._token_cap(planned.phase, estimate, len(solving))
+            if cap is not None and cap < 1:
+                if self._promised:
+                    break  # the budget left is promised to calls in flight; wait
+                left = (self.policy.total_tokens or 0) - self.state.tokens_total
+                decision = Decision(
+                    kind="budget_exhausted",
+                    reason=f"token budget of {self.policy.total_tokens} used: {left} left, "
+                    f"too few for the next call's prompt (about {estimate})",
+                )
+                self.recorder.append(decision)
+                self.progress.decided(decision)
+                return True
+            self.recorder.append(planned)
+            self._start(planned.call_id, cap=cap, estimate=estimate)
+        return False
+
+    def _token_cap(self, phase: str, estimate: int, lineages: int = 1) -> int | None:
+        """The most output tokens a new solve call may be given under the token budget: what
+        is left, less what the calls in flight may still spend and the new call's own input;
+        and no more than its lineage's share of what is left, so one call cannot take the
+        budget the other candidates need to run beside it (unless nothing else is running).
+        Grading after the solve phase is not capped: the budget bounds the search, not the
+        judging of what it found."""
         if self.policy.total_tokens is None or phase != "solve":
             return None
         left = self.policy.total_tokens - self.state.tokens_total
-        return left - sum(self._promised.values()) if promised else left
+        cap = min(left - sum(self._promised.values()), left // max(lineages, 1)) - estimate
+        if cap < 1 and not self._promised:
+            cap = left - estimate
+        return cap
 
     async def _wait_one(self) -> None:
         timeout = None
@@ -280,7 +180,7 @@ class Engine:
         for task in done:
             call_id = next(k for k, v in self.tasks.items() if v is task)
             del self.tasks[call_id]
-            self._promised.pop(call_id, None)
+            self._forget(call_id)
             task.result()  # a bug in the engine surfaces here, never silently
 
     def _reissue_unfinished(self) -> None:
@@ -300,7 +200,7 @@ class Engine:
                         reason="started in an earlier session that ended before it did",
                     )
                 )
-            self._start(call.call_id, reissued=True)
+            self._start(call.call_id)
 
     def _recorded_completion(self, call: CallState) -> Completion:
         assert call.response_blob is not None
@@ -310,34 +210,43 @@ class Engine:
             return fold_events(decode_stream(api, [raw]))
         return fold_events(decode_body(api, raw))
 
-    def _start(self, call_id: str, *, reissued: bool = False) -> None:
+    def _start(self, call_id: str, *, cap: int | None = None, estimate: int = 0) -> None:
         if call_id in self.tasks:
             return
         call = self.state.calls[call_id]
         max_tokens = int(self.sampling(call.role)["max_tokens"])
-        # A call issued again on resume is already planned: it must run, so it is capped
-        # by the budget left alone (at least one token), not deferred.
-        cap = self._token_cap(call.phase, promised=not reissued)
+        if cap is None and self.policy.total_tokens is not None and call.phase == "solve":
+            # A call issued again on resume is already planned: it must run, so it is capped
+            # by the budget left alone (at least one token), not deferred.
+            estimate = self.contexts.input_estimate(call)
+            cap = self.policy.total_tokens - self.state.tokens_total - estimate
         if cap is not None:
             max_tokens = min(max_tokens, max(cap, 1))
-            self._promised[call_id] = max_tokens
+            self._promised[call_id] = estimate + max_tokens
         self.progress.call_started(call)
         self.tasks[call_id] = asyncio.create_task(self._run_call(call, max_tokens), name=call_id)
 
     async def _cancel(self, call_ids: tuple[str, ...], reason: str) -> None:
         for call_id in call_ids:
             task = self.tasks.pop(call_id, None)
-            self._promised.pop(call_id, None)
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
             call = self.state.calls[call_id]
             if call.status != "planned":
+                self._forget(call_id)
                 continue  # it ended on its own before the cancel reached it
+            observer = self._observers.get(call_id)
             if call.open_attempt is not None:
                 self.recorder.append(
-                    LlmAbandoned(call_id=call_id, attempt=call.open_attempt, reason=reason)
+                    LlmAbandoned(
+                        call_id=call_id,
+                        attempt=call.open_attempt,
+                        reason=reason,
+                        usage=observer.cut_usage() if observer else None,
+                    )
                 )
+            self._forget(call_id)
             self.recorder.append(CallCancelled(call_id=call_id, reason=reason))
             self.progress.call_finished(call)  # the live view stops showing it in flight
 
@@ -365,6 +274,8 @@ class Engine:
         )
         while True:
             observer = CallObserver(self.recorder, call.call_id, self.api, self.progress)
+            observer.input_estimate = tokens_estimate(len(built.messages_json))
+            self._observers[call.call_id] = observer
             try:
                 completion = await self.client.complete(request, observer)
                 break
@@ -421,6 +332,20 @@ class Engine:
         )
         for artifact in result.artifacts:
             self.recorder.append(artifact)
+
+
+def _provisional(planned: CallPlanned) -> CallState:
+    """The state a planned call will have, for estimating its prompt before it is recorded."""
+    return CallState(
+        call_id=planned.call_id,
+        role=planned.role,
+        variant=planned.variant,
+        phase=planned.phase,
+        lineage=planned.lineage,
+        version=planned.version,
+        target=planned.target,
+        evaluation=planned.evaluation,
+    )
 
 
 def _endpoint_down(exc: TransportError) -> bool:

@@ -100,7 +100,8 @@ def _leave_solve(state: RunState, reason: str, budget: bool) -> Step:
 
 
 def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
-    reason = _budget_reason(state, cfg, elapsed_s)
+    # The engine records the budget's end itself when what is left cannot fit a call's prompt.
+    reason = _budget_reason(state, cfg, elapsed_s) or state.budget_exhausted
     if reason:
         return _leave_solve(state, reason, budget=True)
     if len(state.accepted()) >= cfg.accepted_needed:

@@ -197,7 +197,7 @@ class RunState:
     def _llm_ended(self, d: dict[str, Any], t: str) -> None:
         call = self.calls[d["call_id"]]
         call.open_attempt = None
-        self._count_usage(call, d.get("usage", {}))
+        self._count_usage(call, d.get("usage") or {})
 
     def _llm_completed(self, d: dict[str, Any], t: str) -> None:
         self._llm_ended(d, t)
@@ -208,7 +208,7 @@ class RunState:
         )
 
     def _llm_abandoned(self, d: dict[str, Any], t: str) -> None:
-        self.calls[d["call_id"]].open_attempt = None
+        self._llm_ended(d, t)  # an attempt cut mid-stream still spent tokens
 
     def _call_completed(self, d: dict[str, Any], t: str) -> None:
         call = self.calls[d["call_id"]]

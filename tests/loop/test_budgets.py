@@ -102,21 +102,81 @@ def test_token_budget_cancels_the_call_in_flight(tmp_path: Path) -> None:
     audit_ok(outcome.run_dir)
 
 
+def _completed_usage(run_dir: Path, prefix: str = "L") -> int:
+    """Input plus output the endpoint reported for the attempts of solve calls that completed."""
+    return sum(
+        int(rec.data["usage"]["input_tokens"]) + int(rec.data["usage"]["output_tokens"])
+        for rec in RunReader(run_dir).records()
+        if rec.type == "llm.completed" and rec.data["call_id"].startswith(prefix)
+    )
+
+
 def test_new_calls_are_capped_by_the_tokens_left(tmp_path: Path) -> None:
-    with FakeEndpoint(_first_generator_fast((3000, 2000))) as fake:
+    total = 6000
+    with FakeEndpoint(_first_generator_fast((300, 200))) as fake:
         outcome = solve(
             fake,
             tmp_path,
             candidates=3,
             concurrency=8,
-            budget__total_tokens=3000,
-            roles__generator__max_tokens=2000,
+            budget__total_tokens=total,
+            roles__generator__max_tokens=100_000,
         )
     sent = _max_tokens_sent(outcome.run_dir)
-    solve_calls = {k: v for k, v in sent.items() if k.startswith("L")}
-    # 2000 for the first, the 1000 left for the second, and the third waits (never sent)
-    # because the budget is promised to the two in flight; the first then spends it all.
-    assert sorted(solve_calls.values()) == [1000, 2000]
-    assert sum(solve_calls.values()) <= 3000
-    assert outcome.outcome == "partial"
+    generators = {k: v for k, v in sent.items() if k.endswith(".generate")}
+    # Each candidate is given at most its share of the budget, less its prompt, so all
+    # three run side by side instead of the first taking everything.
+    assert len(generators) == 3
+    assert all(v < total // 3 for v in generators.values())
+    assert _completed_usage(outcome.run_dir) <= total
+    audit_ok(outcome.run_dir)
+
+
+def _honours_max_tokens(request: RecordedRequest) -> Reply:
+    """``never_accepted``, with usage as a server reports it: the prompt's tokens, and output
+    cut at the request's max_tokens (a server never writes more than it was allowed)."""
+    reply = scripts.never_accepted(request)
+    allowed = int(request.json.get("max_tokens") or 10**9)
+    prompt = (len(request.system_text) + len(request.user_text)) // 4 + 1
+    produced = (len(reply.text) + len(reply.reasoning)) // 4 + 1
+    if produced > allowed:
+        reply.text, reply.reasoning, reply.finish_reason = reply.text[: allowed * 4], "", "length"
+    reply.usage = (prompt, min(produced, allowed))
+    return reply
+
+
+def test_prompts_count_against_the_token_budget(tmp_path: Path) -> None:
+    """The budget counts input and output, so a call reserves its prompt as well as its
+    max_tokens: calls that complete never spend more than the budget between them."""
+    total = 4000
+    with FakeEndpoint(_honours_max_tokens) as fake:
+        outcome = solve(fake, tmp_path, candidates=2, budget__total_tokens=total)
+    state = state_of(outcome.run_dir)
+    assert state.budget_exhausted.startswith("token budget")
+    assert _completed_usage(outcome.run_dir) <= total
+    audit_ok(outcome.run_dir)
+
+
+def _generators_stall_late(request: RecordedRequest) -> Reply:
+    reply = scripts.solved(request)
+    if scripts.role_of(request) == "generator":
+        reply.fault = Fault(stall_after_chunks=4, stall_seconds=60.0)
+    return reply
+
+
+def test_a_call_cut_mid_stream_counts_what_it_spent(tmp_path: Path) -> None:
+    with FakeEndpoint(_generators_stall_late) as fake:
+        outcome = solve(fake, tmp_path, candidates=1, budget__wall_clock_s=1.0)
+    state = state_of(outcome.run_dir)
+    # The cut attempt's end (failed as cancelled, or abandoned) carries what it spent.
+    (cut,) = [
+        r
+        for r in RunReader(outcome.run_dir).records()
+        if r.type in ("llm.failed", "llm.abandoned") and r.data.get("usage")
+    ]
+    usage = cut.data["usage"]
+    assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    spent = usage["input_tokens"] + usage["output_tokens"]
+    assert state.calls["L0.v0.generate"].tokens == spent
+    assert state.tokens_by_role["generator"] == spent == state.tokens_total
     audit_ok(outcome.run_dir)
