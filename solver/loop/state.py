@@ -376,18 +376,22 @@ def _folded(text: object) -> str:
     return " ".join(words.split())
 
 
-# A quoted location shorter than this (after folding) is too generic ("step 2") to say that
-# two findings are the same.
+# A quoted location or an explanation shorter than this (after folding) is too generic
+# ("step 2", "gap", or nothing at all) to say that two findings are the same.
 _MIN_LOCATION_CHARS = 16
+_MIN_EXPLANATION_CHARS = 16
 
 
 def finding_keys(finding: dict[str, Any]) -> set[str]:
     """A finding's identities across versions; two findings are the same when any key is
-    shared. The start of its explanation, and the passage it quotes when that is specific
-    enough (a revision that left the passage as it was keeps the flaw). Both are case-,
-    whitespace- and punctuation-folded; severity is left out, since a reviewer may re-rate
-    the same flaw."""
-    keys = {f"explanation:{_folded(finding.get('explanation'))[:80]}"}
+    shared. Its whole explanation (not just its start: two flaws may open with the same stock
+    phrase), and the passage it quotes (a revision that left the passage as it was keeps the
+    flaw), each only when specific enough. Both are case-, whitespace- and
+    punctuation-folded; severity is left out, since a reviewer may re-rate the same flaw."""
+    keys: set[str] = set()
+    explanation = _folded(finding.get("explanation"))
+    if len(explanation) >= _MIN_EXPLANATION_CHARS:
+        keys.add(f"explanation:{explanation}")
     location = _folded(finding.get("location"))
     if len(location) >= _MIN_LOCATION_CHARS:
         keys.add(f"location:{location[:120]}")

@@ -70,3 +70,24 @@ def test_recurring_finding_keys_fold_case_whitespace_and_match_on_location() -> 
     assert finding_keys(first) & finding_keys(restated)  # same explanation, other spacing/case
     short = {"location": "Step 2", "severity": "major", "explanation": "Another gap."}
     assert not finding_keys(short) & finding_keys({**short, "explanation": "A third gap."})
+
+
+def test_findings_with_empty_explanations_are_not_one_finding() -> None:
+    """Nothing to compare is no evidence of a recurring flaw (an empty explanation once keyed
+    every such finding alike, abandoning a lineage after one revision)."""
+    first = {"location": "Step 2", "severity": "major", "explanation": ""}
+    later = {"location": "the end", "severity": "critical", "explanation": "  "}
+    assert not finding_keys(first) & finding_keys(later)
+
+
+def test_explanations_sharing_a_stock_opening_are_different_findings() -> None:
+    opening = (
+        "The proof does not justify the claim made in this step of the whole argument, namely "
+    )
+    first = {"location": "", "severity": "major", "explanation": opening + "that a = b."}
+    other = {"location": "", "severity": "major", "explanation": opening + "that n is odd."}
+    assert len(opening) > 80
+    assert not finding_keys(first) & finding_keys(other)
+    assert finding_keys(first) & finding_keys(
+        {**first, "explanation": first["explanation"].upper()}
+    )
