@@ -16,7 +16,7 @@ from pydantic import Field
 from roles import generator
 from roles.base import Kind, RoleInputs
 from roles.proof import claimed_status, extract_proof
-from roles.verifier import Finding
+from roles.verifier import Finding, finding_keys
 
 NAME = "reviser"
 VARIANTS: tuple[str, ...] = ("standard",)
@@ -65,19 +65,37 @@ def parse(text: str) -> Output:
     )
 
 
+_RANK = {"minor": 0, "major": 1, "critical": 2}
+
+
+def merge_duplicates(findings: Sequence[Finding]) -> list[Finding]:
+    """One finding per flaw: findings sharing a ``verifier.finding_keys`` key (two verifiers
+    wording one flaw differently), or alike in every field, are merged into the first, at the
+    most severe severity any of them has. Order of first appearance is kept."""
+    merged: list[Finding] = []
+    keys: list[set[str]] = []
+    for finding in findings:
+        own = finding_keys(finding.location, finding.explanation)
+        same = (finding.location.strip(), finding.explanation.strip())
+        for index, kept in enumerate(merged):
+            if own & keys[index] or same == (kept.location.strip(), kept.explanation.strip()):
+                if _RANK[finding.severity] > _RANK[kept.severity]:
+                    merged[index] = kept.model_copy(update={"severity": finding.severity})
+                keys[index] |= own
+                break
+        else:
+            merged.append(finding)
+            keys.append(own)
+    return merged
+
+
 def format_findings(findings: Sequence[Finding]) -> str:
     """Confirmed findings as the reviser is shown them: renumbered C1, C2, ... (so no verifier
-    identity or report structure shows through), duplicates removed, order kept."""
-    seen: set[tuple[str, str, str]] = set()
-    blocks: list[str] = []
-    for finding in findings:
-        key = (finding.location.strip(), finding.severity, finding.explanation.strip())
-        if key in seen:
-            continue
-        seen.add(key)
-        blocks.append(
-            f"### Finding C{len(blocks) + 1} (severity: {finding.severity})\n"
-            f"Location: {finding.location or '(not given)'}\n"
-            f"Explanation: {finding.explanation or '(not given)'}"
-        )
+    identity or report structure shows through), duplicates merged (``merge_duplicates``)."""
+    blocks = [
+        f"### Finding C{number} (severity: {finding.severity})\n"
+        f"Location: {finding.location or '(not given)'}\n"
+        f"Explanation: {finding.explanation or '(not given)'}"
+        for number, finding in enumerate(merge_duplicates(findings), start=1)
+    ]
     return "\n\n".join(blocks)

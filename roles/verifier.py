@@ -182,6 +182,34 @@ def parse(text: str) -> Output:
     )
 
 
+def _folded(text: object) -> str:
+    words = "".join(ch.lower() if ch.isalnum() else " " for ch in str(text or ""))
+    return " ".join(words.split())
+
+
+# A quoted location or an explanation shorter than this (after folding) is too generic
+# ("step 2", "gap", or nothing at all) to say that two findings are the same.
+_MIN_LOCATION_CHARS = 16
+_MIN_EXPLANATION_CHARS = 16
+
+
+def finding_keys(location: object, explanation: object) -> set[str]:
+    """A finding's identities; two findings are the same flaw when any key is shared (the
+    loop's recurrence check across versions, and the reviser's merging of duplicates). Its
+    whole explanation (not just its start: two flaws may open with the same stock phrase),
+    and the passage it quotes (a revision that left the passage as it was keeps the flaw),
+    each only when specific enough. Both are case-, whitespace- and punctuation-folded;
+    severity is left out, since a reviewer may re-rate the same flaw."""
+    keys: set[str] = set()
+    folded = _folded(explanation)
+    if len(folded) >= _MIN_EXPLANATION_CHARS:
+        keys.add(f"explanation:{folded}")
+    quoted = _folded(location)
+    if len(quoted) >= _MIN_LOCATION_CHARS:
+        keys.add(f"location:{quoted[:120]}")
+    return keys
+
+
 def format_report(output: Output) -> str:
     """One verifier report as the reviewer is shown it: findings only, canonical layout."""
     if not output.findings:

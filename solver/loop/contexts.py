@@ -63,9 +63,9 @@ class Interpreted:
 
 def confirmed_findings_text(state: RunState, lineage: str, version: int) -> str:
     """What the reviser of ``lineage`` v``version`` is shown: the findings its reviews
-    confirmed (with the reviewed severity), duplicates removed and renumbered C1, C2, ... by
-    ``reviser.format_findings``, so no verifier's ids or count shows through. A pure function
-    of the folded journal: the audit re-derives the artifact with it."""
+    confirmed (with the reviewed severity), one per flaw (duplicates merged) and renumbered
+    C1, C2, ... by ``reviser.format_findings``, so no verifier's ids or count shows through.
+    A pure function of the folded journal: the audit re-derives the artifact with it."""
     findings = [
         verifier.Finding(
             id=str(f.get("id", "")),

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from roles import verifier
 from solver.records import LOOP_RECORD_TYPES, LoopRecord
 
 
@@ -371,31 +372,9 @@ def confirmed_findings(state: RunState, lineage: str, version: int) -> list[dict
     return found
 
 
-def _folded(text: object) -> str:
-    words = "".join(ch.lower() if ch.isalnum() else " " for ch in str(text or ""))
-    return " ".join(words.split())
-
-
-# A quoted location or an explanation shorter than this (after folding) is too generic
-# ("step 2", "gap", or nothing at all) to say that two findings are the same.
-_MIN_LOCATION_CHARS = 16
-_MIN_EXPLANATION_CHARS = 16
-
-
 def finding_keys(finding: dict[str, Any]) -> set[str]:
-    """A finding's identities across versions; two findings are the same when any key is
-    shared. Its whole explanation (not just its start: two flaws may open with the same stock
-    phrase), and the passage it quotes (a revision that left the passage as it was keeps the
-    flaw), each only when specific enough. Both are case-, whitespace- and
-    punctuation-folded; severity is left out, since a reviewer may re-rate the same flaw."""
-    keys: set[str] = set()
-    explanation = _folded(finding.get("explanation"))
-    if len(explanation) >= _MIN_EXPLANATION_CHARS:
-        keys.add(f"explanation:{explanation}")
-    location = _folded(finding.get("location"))
-    if len(location) >= _MIN_LOCATION_CHARS:
-        keys.add(f"location:{location[:120]}")
-    return keys
+    """A recorded finding's identities across versions (see ``verifier.finding_keys``)."""
+    return verifier.finding_keys(finding.get("location"), finding.get("explanation"))
 
 
 def _confirmed_keys(state: RunState, lineage: str, version: int) -> set[str]:

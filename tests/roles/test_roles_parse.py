@@ -178,7 +178,8 @@ def test_format_report_and_findings() -> None:
     )
     report = verifier.format_report(out)
     assert "Finding F1 (severity: major)" in report and "their sum" in report
-    text = reviser.format_findings([out.findings[0], out.findings[0], out.findings[1]])
+    other = out.findings[1].model_copy(update={"explanation": "another reason"})
+    text = reviser.format_findings([out.findings[0], out.findings[0], other])
     assert text.count("### Finding") == 2 and "C1" in text and "C2" in text
     assert "F1" not in text
 
