@@ -137,8 +137,9 @@ class JsonProgress(ProgressBase):
 
 
 class LiveProgress(ProgressBase):
-    """A table per candidate: role in flight, verifications passed, streamed tokens, speed, and
-    how long its oldest call in flight has run."""
+    """A table per candidate: role in flight, verifications passed, the tokens it has used
+    so far (calls ended, as the endpoint counted them, plus what its calls in flight have
+    streamed), the speed of its calls in flight, and how long its oldest one has run."""
 
     def __init__(self, *args: Any, console: Console | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -180,6 +181,10 @@ class LiveProgress(ProgressBase):
         for column in columns:
             table.add_column(column)
         now = self.clock()
+        # Cumulative per candidate, so a row does not read 0 between calls or at the end.
+        spent: dict[str | None, int] = {}
+        for call in s.calls.values():
+            spent[call.lineage] = spent.get(call.lineage, 0) + call.tokens
         for lineage in sorted(s.lineages.values(), key=lambda ln: ln.index):
             latest = lineage.latest
             version = latest.version if latest else 0
@@ -190,7 +195,7 @@ class LiveProgress(ProgressBase):
                 if c.status == "completed" and c.facts.get("verdict") == "pass"
             )
             entries = [self.streaming[c.call_id] for c in flight if c.call_id in self.streaming]
-            tokens = sum(e.deltas for e in entries)
+            tokens = spent.get(lineage.lineage, 0) + sum(e.deltas for e in entries)
             rate = sum(e.rate(now) for e in entries)
             running = max((e.elapsed(now) for e in entries), default=None)
             state = (

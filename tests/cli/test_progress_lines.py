@@ -93,3 +93,24 @@ def test_the_table_shows_how_long_each_candidates_call_has_run() -> None:
     assert any("elapsed" in line for line in text)
     row = {line.split()[1]: line for line in text if line.split()[1:2] in (["L0"], ["L1"])}
     assert "2m12s" in row["L0"] and "7 s" in row["L1"]
+
+
+def test_the_table_keeps_each_candidates_tokens_after_its_calls_end() -> None:
+    state, clock, screen = _state(), Clock(), io.StringIO()
+    console = Console(file=screen, width=160, force_terminal=False)
+    live = LiveProgress(state, BUDGET, lambda: 0.0, clock=clock, console=console)
+    with live:
+        call = state.calls["L0.v0.generate"]
+        live.call_started(call)
+        for _ in range(5):
+            live.streamed(call.call_id, 4)
+        call.status, call.tokens = "completed", 1234  # what the endpoint's usage said
+        live.call_finished(call)
+        live.call_started(state.calls["L1.v0.generate"])
+        live.streamed("L1.v0.generate", 4)
+    lines = screen.getvalue().replace("┃", "│").splitlines()
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines]
+    header = next(row for row in cells if "tok/s" in row)
+    rows = {row[0]: row[header.index("tokens")] for row in cells if row[:1] in (["L0"], ["L1"])}
+    assert rows["L0"] == "1234"  # ended: what the endpoint counted, not 0
+    assert rows["L1"] == "1"  # in flight: what it has streamed
