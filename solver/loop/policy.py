@@ -473,8 +473,12 @@ def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> F
         version = state.lineages[selected[0]].versions[selected[1]]
         if version.status == "accepted":
             return Finish("solved", selected, reason)
-        if (grade_of(state, version) or 0) > 0:
+        grade = grade_of(state, version)
+        if (grade or 0) > 0:
             return Finish("partial", selected, reason)
+        if grade is None:
+            # Not a zero: nothing judged it, which the reader must not take for a verdict.
+            return Finish("unsolved", selected, f"{reason}; no grader gave a grade")
         return Finish("unsolved", selected, reason)
     if state.budget_exhausted:
         # The search was stopped, not broken: an honest "unsolved", with the budget named.

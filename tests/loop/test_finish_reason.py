@@ -1,0 +1,41 @@
+"""An ungraded proof that was not accepted is reported as such: its reason says no grader gave
+a grade, so nobody reads "unsolved" as a zero that a grader gave."""
+
+from __future__ import annotations
+
+from solver.loop.policy import _finish, grade_call_id
+from solver.loop.state import CallState, LineageState, RunState, VersionState
+
+
+def _state(grade: int | None) -> RunState:
+    state = RunState()
+    version = VersionState(lineage="L0", version=0, producer="L0.v0.generate", parent=None)
+    version.status = "failed"
+    state.lineages["L0"] = LineageState(lineage="L0", index=0, versions={0: version})
+    if grade is not None:
+        call_id = grade_call_id(version)
+        state.calls[call_id] = CallState(
+            call_id=call_id,
+            role="grader",
+            variant="standard",
+            phase="grade",
+            lineage="L0",
+            version=0,
+            target=None,
+            evaluation=False,
+            status="completed",
+            parsed_ok=True,
+            facts={"score": grade},
+        )
+    return state
+
+
+def test_an_ungraded_selection_says_no_grader_gave_a_grade() -> None:
+    finish = _finish(_state(None), ("L0", 0), "the selector's choice")
+    assert finish.outcome == "unsolved"
+    assert finish.reason == "the selector's choice; no grader gave a grade"
+
+
+def test_a_selection_graded_zero_is_plain_unsolved() -> None:
+    finish = _finish(_state(0), ("L0", 0), "the selector's choice")
+    assert (finish.outcome, finish.reason) == ("unsolved", "the selector's choice")
