@@ -12,7 +12,7 @@ from solver.loop.policy import (
     grade_of,
     graded_score,
 )
-from solver.loop.state import RunState
+from solver.loop.state import LineageState, RunState
 from solver.problems import Problem
 from solver.records import BlobLink, RunFinished
 
@@ -34,6 +34,22 @@ def _answer_check(state: RunState, problem: Problem, proof: str) -> dict[str, An
         return {"verdict": "undecided", "detail": "no final answer found", "candidate": None}
     check = check_answer(str(candidate), problem.answer)
     return {"verdict": check.verdict, "detail": check.detail, "candidate": candidate}
+
+
+def _lineage_status(state: RunState, lineage: LineageState) -> str:
+    """Where a lineage stood at the end: accepted, abandoned (why), or else its latest
+    version's fate (cancelled, unusable, failed), and "open" only for a proof still in play."""
+    if lineage.accepted_version is not None:
+        return "accepted"
+    if lineage.abandoned:
+        return "abandoned: " + lineage.abandon_reason
+    latest = lineage.latest
+    if latest is None:
+        return "open"
+    producer = state.calls.get(latest.producer)
+    if producer is not None and producer.status == "cancelled":
+        return "cancelled"
+    return latest.status if latest.status in ("unusable", "failed") else "open"
 
 
 def summarise(state: RunState, wall_s: float) -> dict[str, Any]:
@@ -58,11 +74,7 @@ def summarise(state: RunState, wall_s: float) -> dict[str, Any]:
             "truncated": truncated,
         },
         "lineages": {
-            ln.lineage: (
-                "accepted"
-                if ln.accepted_version is not None
-                else ("abandoned: " + ln.abandon_reason if ln.abandoned else "open")
-            )
+            ln.lineage: _lineage_status(state, ln)
             for ln in sorted(state.lineages.values(), key=lambda x: x.index)
         },
         "wall_s": round(wall_s, 3),
@@ -94,6 +106,11 @@ def write_finish(
             "proof": artifact.blob,
             "reason": finish.reason,
         }
+    else:
+        # Every finished run has a final/proof.md: one that says there is none, and why.
+        note = f"# No proof\n\nThis run produced no proof ({finish.outcome}: {finish.reason}).\n"
+        ref = store.write_final("proof.md", note.encode())
+        final["proof.md"] = BlobLink(blob=ref.digest, bytes=ref.size)
     result: dict[str, Any] = {
         "run_id": store.manifest["run_id"],
         "problem": {"id": problem.id, "digest": problem.digest, "points": problem.points},

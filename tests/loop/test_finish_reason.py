@@ -3,8 +3,13 @@ a grade, so nobody reads "unsolved" as a zero that a grader gave."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from solver.loop.policy import _finish, grade_call_id
 from solver.loop.state import CallState, LineageState, RunState, VersionState
+from tests.fakes.fake_endpoint import FakeEndpoint
+from tests.loop.harness import audit_ok, result_of, solve
+from tests.loop.test_budgets import _generators_stall
 
 
 def _state(grade: int | None) -> RunState:
@@ -39,3 +44,16 @@ def test_an_ungraded_selection_says_no_grader_gave_a_grade() -> None:
 def test_a_selection_graded_zero_is_plain_unsolved() -> None:
     finish = _finish(_state(0), ("L0", 0), "the selector's choice")
     assert (finish.outcome, finish.reason) == ("unsolved", "the selector's choice")
+
+
+def test_a_run_stopped_before_any_proof_says_so(tmp_path: Path) -> None:
+    """The lineage whose only version was cancelled reads "cancelled", not "open", and the
+    run still writes a final/proof.md, one saying no proof was produced."""
+    with FakeEndpoint(_generators_stall) as fake:
+        outcome = solve(fake, tmp_path, candidates=1, budget__wall_clock_s=1.0)
+    result = result_of(outcome.run_dir)
+    assert result["selected"] is None
+    assert result["lineages"] == {"L0": "cancelled"}
+    note = (outcome.run_dir / "final" / "proof.md").read_text()
+    assert note.startswith("# No proof") and result["reason"] in note
+    audit_ok(outcome.run_dir)
