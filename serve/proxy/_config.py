@@ -15,6 +15,7 @@ A config file is TOML::
     first_byte = 300                      # plus first_byte_per_1k_tokens per 1000 prompt tokens
     first_byte_per_1k_tokens = 1.0
     idle = 180
+    finish_grace = 30                     # after the finish, for the usage tail / [DONE]
     max_wall = 7200
     keepalive = 15
     open_after = 5
@@ -110,6 +111,7 @@ class Deadlines:
     first_byte: float = 300.0
     first_byte_per_1k_tokens: float = 1.0
     idle: float = 180.0
+    finish_grace: float = 30.0
     max_wall: float = 7200.0
     keepalive: float = 15.0
     open_after: float = 5.0

@@ -138,6 +138,11 @@ class Exchange:
         self._cases: set[str] = set(fr.cases)
         self._tool_names: dict[str, str] = {}
         self._split_think = False
+        self._decoder: StreamDecoder | None = None
+        # set when a deadline moves earlier than the watchdog's wake-up (the first read ends
+        # the first-byte budget, a finish starts the grace): it re-evaluates at once
+        self._nudge = asyncio.Event()
+        self._graced = False
 
     # ------------------------------------------------------------ output
 
@@ -178,6 +183,10 @@ class Exchange:
     def _upstream_deadline(self) -> tuple[float, str]:
         if not self._first_read:
             due, reason = self._attempt_t0 + self._first_byte_budget, "first_byte_timeout"
+        elif self._decoder is not None and self._decoder.finish_pending:
+            # the answer is complete; only the usage tail or [DONE] may still come
+            limits = self.state.config.deadlines
+            due, reason = self._last_read + min(limits.idle, limits.finish_grace), "finish_grace"
         else:
             due, reason = self._last_read + self.state.config.deadlines.idle, "idle_timeout"
         if self._deadline < due:
@@ -212,7 +221,12 @@ class Exchange:
                         self.state.metrics.pings += 1
                         ping_at = now + limits.keepalive
                     wake = min(wake, ping_at)
-            await asyncio.sleep(max(wake - self._loop.time(), 0.01))
+            try:
+                async with asyncio.timeout(max(wake - self._loop.time(), 0.01)):
+                    await self._nudge.wait()
+            except TimeoutError:
+                pass
+            self._nudge.clear()
 
     async def _listen(self) -> None:
         while True:
@@ -279,10 +293,11 @@ class Exchange:
         # model never thinks (split_think = false)
         asked = self.fr.request.reasoning
         self._split_think = asked is True or (provider.split_think and asked is not False)
-        decoder = StreamDecoder(provider.api, reasoning=self._split_think or asked)
+        decoder = self._decoder = StreamDecoder(provider.api, reasoning=self._split_think or asked)
         limits = self.state.config.deadlines
         self._attempt_t0 = self._loop.time()
         self._first_read = False
+        self._graced = False
         self._attempt_abort = ""
         self._first_byte_budget = limits.first_byte_for(len(body) // 4)
         assert self.state.clients is not None
@@ -302,12 +317,15 @@ class Exchange:
                     self._cases.add("E20_json_for_stream")
                     data = await response.aread()
                     self._first_read = True
+                    self._nudge.set()
                     self._deliver(decoder.body(data), turn)
                 else:
                     chunks = response.aiter_raw()
                     async for raw in chunks:
                         self._last_read = self._loop.time()
-                        self._first_read = True
+                        if not self._first_read:
+                            self._first_read = True
+                            self._nudge.set()
                         if not turn.output_started and len(raw) > _FIRST_SLICE:
                             await self._first_output(raw, decoder, turn)
                         else:
@@ -316,6 +334,9 @@ class Exchange:
                                 await asyncio.sleep(0)  # let the writer send (see _writer)
                                 if self._writer.pressing:  # a slow client: stop reading
                                     await self._writer.backpressure()
+                        if not self._graced and decoder.finish_pending:
+                            self._graced = True
+                            self._nudge.set()
                         if turn.failure is not None and not decoder.finished:
                             break  # the turn failed on its own (E33): stop the upstream now
                         if decoder.finished:
@@ -328,8 +349,12 @@ class Exchange:
             if self._abort:
                 raise _Abort() from None
             reason = self._attempt_abort or "total_timeout"
-            retryable = reason != "total_timeout"
-            self._deliver(decoder.fail(reason, _ABORT_MESSAGES[reason], retryable=retryable), turn)
+            if reason == "finish_grace":  # a finished answer whose tail never came (E06)
+                self._deliver(decoder.close(), turn)
+            else:
+                retryable = reason != "total_timeout"
+                message = _ABORT_MESSAGES[reason]
+                self._deliver(decoder.fail(reason, message, retryable=retryable), turn)
         except Http1Error as exc:
             kind = "reset" if exc.connected else "connect"
             message = self.state.redact(f"upstream {provider.name}: {exc}")[:300]
