@@ -36,7 +36,7 @@ from ._config import Provider
 from ._fronts import Emitter, Front
 from ._http1 import Http1Error, Http1Response
 from ._parse import FrontError, FrontRequest
-from ._signature import wrap
+from ._signature import names_signature, wrap
 from ._state import ProxyState
 from ._telemetry import RequestRecord
 from ._toolnames import restore
@@ -250,12 +250,11 @@ class Exchange:
                     self._cases.add("failover")
                 self.record.attempts = number + 1
                 self.record.provider = provider.name
-                turn = TurnState(
-                    self.emitter,
-                    self.front.tool_id_prefix,
-                    self._commit if self.fr.stream else None,
-                )
+                turn = self._new_turn()
                 outcome = await self._attempt(provider, turn)
+                if self._signature_refused(provider, outcome, turn):
+                    turn = self._new_turn()  # once, same provider: no output went out yet
+                    outcome = await self._attempt(provider, turn, strip_thinking=True)
                 if isinstance(outcome, TurnEnd):
                     self.state.breaker.success(provider.name)
                 elif outcome.retryable and not turn.output_started and not self._abort:
@@ -283,8 +282,30 @@ class Exchange:
             self._writer.cancel()
             self._finish_record(turn)
 
-    async def _attempt(self, provider: Provider, turn: TurnState) -> TurnEnd | TurnFailure:
-        request, cases, self._tool_names = _upstream.upstream_request(self.fr.request, provider)
+    def _new_turn(self) -> TurnState:
+        return TurnState(
+            self.emitter, self.front.tool_id_prefix, self._commit if self.fr.stream else None
+        )
+
+    def _signature_refused(
+        self, provider: Provider, outcome: TurnEnd | TurnFailure, turn: TurnState
+    ) -> bool:
+        """An Anthropic upstream answered 400 naming a thinking signature, before any output."""
+        return (
+            isinstance(outcome, TurnFailure)
+            and provider.api == "anthropic"
+            and outcome.status == 400
+            and not turn.output_started
+            and not self._abort
+            and names_signature(outcome.message)
+        )
+
+    async def _attempt(
+        self, provider: Provider, turn: TurnState, *, strip_thinking: bool = False
+    ) -> TurnEnd | TurnFailure:
+        request, cases, self._tool_names = _upstream.upstream_request(
+            self.fr.request, provider, strip_thinking=strip_thinking
+        )
         self._cases.update(cases)
         self.record.upstream_model = request.model
         body = _upstream.encode(provider, request)

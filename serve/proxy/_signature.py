@@ -17,7 +17,7 @@ import hashlib
 import json
 from dataclasses import replace
 
-from solver.llm.events import Message, Part, Request, ThinkingPart
+from solver.llm.events import Message, Part, Request, ThinkingPart, ToolCallPart
 
 BRIDGE_PREFIX = "olys-bridge-v1:"
 ENVELOPE_PREFIX = "olys-sig-v1."
@@ -101,3 +101,32 @@ def for_other_upstream(request: Request) -> Request:
             )
         messages.append(message)
     return replace(request, messages=tuple(messages)) if changed else request
+
+
+def strip_thinking(request: Request) -> Request:
+    """``request`` without any thinking part: the retry after an upstream refused a signature
+    it should have accepted (a rotated key, another account behind the same name)."""
+    messages: list[Message] = []
+    for message in request.messages:
+        parts = tuple(p for p in message.parts if not isinstance(p, ThinkingPart))
+        if parts:
+            messages.append(Message(role=message.role, parts=parts))
+    return replace(request, messages=tuple(messages))
+
+
+def tool_turn_unthought(request: Request) -> bool:
+    """The last assistant message calls a tool but carries no thinking: with thinking on, an
+    Anthropic upstream requires that message to start with a signed thinking block."""
+    for message in reversed(request.messages):
+        if message.role == "assistant":
+            parts = message.parts
+            calls = any(isinstance(p, ToolCallPart) for p in parts)
+            return calls and not any(isinstance(p, ThinkingPart) for p in parts)
+    return False
+
+
+def names_signature(message: str) -> bool:
+    """An upstream 400 that refused a thinking signature (Anthropic: "Invalid `signature` in
+    `thinking` block")."""
+    lowered = message.lower()
+    return "signature" in lowered and "thinking" in lowered

@@ -50,11 +50,13 @@ class UpstreamClients:
 
 
 def upstream_request(
-    request: Request, provider: Provider
+    request: Request, provider: Provider, *, strip_thinking: bool = False
 ) -> tuple[Request, list[str], dict[str, str]]:
     """The canonical request as this provider gets it: its model name, always streamed (the
     idle deadline needs bytes to watch), thinking signatures it may see (E26), tool names it
-    accepts. Returns the request, the cases met and the map back from shortened tool names."""
+    accepts. ``strip_thinking`` drops every thinking part (the retry after an Anthropic
+    upstream refused a signature). Returns the request, the cases met and the map back from
+    shortened tool names."""
     cases: list[str] = []
     names: dict[str, str] = {}
     changes: dict[str, object] = {"stream": True}
@@ -65,9 +67,21 @@ def upstream_request(
     if ids_changed:
         cases.append("b2_tool_ids_mapped")
     if provider.api == "anthropic":
+        if strip_thinking:
+            request = _signature.strip_thinking(request)
+            cases.append("E26_thinking_stripped_retry")
         request, dropped = _signature.for_anthropic_upstream(request, provider.name)
         if dropped:
             cases.append("E26_foreign_thinking_dropped")
+        if (
+            (dropped or strip_thinking)
+            and request.reasoning is True
+            and _signature.tool_turn_unthought(request)
+        ):
+            # with thinking on, Anthropic wants the tool turn to start with its signed
+            # thinking, which is gone: ask without thinking rather than be refused
+            request = replace(request, reasoning=False)
+            cases.append("E26_thinking_off_for_tool_turn")
     else:
         request = _signature.for_other_upstream(request)
         request, names = shorten(request)
