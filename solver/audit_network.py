@@ -103,6 +103,18 @@ def check_network(ctx: AuditContext) -> list[Check]:
                 "named by DNS; which addresses that name had cannot be checked offline",
             )
         )
+    calls = records_of(ctx, "llm.started")
+    if calls and not connects:
+        # keep-alive can carry every call over one connection, but that connection was opened
+        # and recorded once; none at all means the evidence is missing, not that all is well
+        rows.append(
+            Check(
+                name="network",
+                status="warn",
+                detail=f"{len(calls)} model requests but no connection recorded: where they "
+                "went cannot be shown",
+            )
+        )
     if not rows:
         followed = sorted({f"{h}:{p}" for h, p in moved.values()} - set(allow_list))
         also = f" (the embedded model, resumed on {', '.join(followed)})" if followed else ""

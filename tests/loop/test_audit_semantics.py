@@ -115,3 +115,15 @@ def test_missing_outcome_and_foreign_host_fail(finished_run: Path, tmp_path: Pat
     run = rewrite(finished_run, tmp_path / "n", edit)
     assert any("is not open" in f or "no outcome" in f for f in failing(run, "calls"))
     assert any("198.51.100.7" in f for f in failing(run, "network"))
+
+
+def test_calls_without_any_recorded_connection_are_not_a_network_pass(
+    finished_run: Path, tmp_path: Path
+) -> None:
+    def edit(store: RunStore, type_: str, data: dict[str, Any]) -> dict[str, Any] | None:
+        return None if type_ == "net.connect" else data
+
+    run = rewrite(finished_run, tmp_path / "no-connections", edit)
+    rows = [c for c in audit_run(run).checks if c.name == "network"]
+    assert [c.status for c in rows] == ["warn"], rows
+    assert "no connection recorded" in rows[0].detail
