@@ -202,6 +202,7 @@ async def _sweep(
     items: list[dict[str, Any]],
     options: BenchOptions,
     progress: Callable[[LevelResult], None],
+    starting: Callable[[str, int], None],
 ) -> list[LevelResult]:
     headers = {"Authorization": f"Bearer {options.api_key}"} if options.api_key else {}
     top = max(options.concurrency)
@@ -211,6 +212,7 @@ async def _sweep(
         models = {e: options.model or await _model_of(client, e) for e in endpoints}
         for concurrency in options.concurrency:
             for endpoint in endpoints:
+                starting(endpoint, concurrency)
                 level = await _level(
                     client, endpoint, models[endpoint], items, concurrency, options
                 )
@@ -224,12 +226,13 @@ def run_bench(
     items: list[dict[str, Any]],
     options: BenchOptions,
     progress: Callable[[LevelResult], None] = lambda _: None,
+    starting: Callable[[str, int], None] = lambda endpoint, concurrency: None,
 ) -> list[LevelResult]:
     if not endpoints:
         raise InputError("give at least one --endpoint")
     if options.duration <= 0:
         raise InputError("--duration must be positive")
-    return asyncio.run(_sweep(endpoints, items, options, progress))
+    return asyncio.run(_sweep(endpoints, items, options, progress, starting))
 
 
 def summary_json(results: list[LevelResult], options: BenchOptions) -> dict[str, Any]:

@@ -61,7 +61,7 @@ class CanaryOptions:
     model: str | None = None  # None: the first model of /v1/models
     api_key: str | None = None
     timeout: float = 1800.0
-    progress: Callable[[str], None] | None = None  # one line per finished request
+    progress: Callable[[str], None] | None = None  # a line per probe start and per request
 
 
 @dataclass
@@ -178,6 +178,7 @@ class _Suite:
     ) -> None:
         self.client, self.url, self.model, self.options = client, url, model, options
         self.streams: list[tuple[str, StreamResult]] = []
+        self.announced: set[str] = set()
 
     async def ask(
         self, probe: str, prompt: str, *, max_tokens: int, thinking: bool = True, **extra: Any
@@ -193,6 +194,10 @@ class _Suite:
         }
         if not thinking:
             body["chat_template_kwargs"] = {"enable_thinking": False}
+        if self.options.progress is not None and probe not in self.announced:
+            # a long-reasoning probe can run for many minutes: say it started
+            self.announced.add(probe)
+            self.options.progress(f"{probe}: started (max_tokens {body['max_tokens']})")
         result = await stream_chat(self.client, self.url, body, timeout=self.options.timeout)
         self.streams.append((probe, result))
         if self.options.progress is not None:

@@ -251,6 +251,11 @@ def _endpoint_or_descriptor(endpoint: str | None) -> str:
     desc = read_descriptor()
     if desc is None:
         raise InputError("no --endpoint given and no running server recorded (solver serve up)")
+    # the canary and the sweep are sized for a served GLM (32k-token answers, 1800 s requests);
+    # the embedded model from `solver local up` would only stall them, so it is never a default
+    if not desc.source.startswith("serve:"):
+        what = "the embedded local model" if desc.source == "local" else repr(desc.source)
+        raise InputError(f"the running endpoint is {what}; pass --endpoint URL")
     return desc.base_url
 
 
@@ -408,7 +413,11 @@ def bench_command(
             err=True,
         )
 
-    results = run_bench(urls, items, options, progress)
+    def starting(endpoint: str, concurrency: int) -> None:
+        # a level runs --duration seconds before it reports: say when it begins
+        click.echo(f"bench: {endpoint} c{concurrency}: started, {duration:g} s", err=True)
+
+    results = run_bench(urls, items, options, progress, starting)
     summary = summary_json(results, options)
     if out is not None:
         _json_out(summary, out)

@@ -145,7 +145,10 @@ def test_a_level_where_nothing_completes_fails(tmp_path: Path) -> None:
         args = ["bench", "--endpoint", fake.url, "--concurrency", "2", "--duration", "0.3"]
         args += ["--grace", "0.2", "--max-tokens", "64"]
         result = CliRunner().invoke(group, args)
+        url = fake.url
     assert result.exit_code == 1, result.output
+    # each level says when it starts, so a 900 s level is not silent
+    assert f"bench: {url} c2: started, 0.3 s" in result.stderr
     assert "no request completed" in result.stderr
     assert "warning: E1 c2: no request completed" in result.stdout
 

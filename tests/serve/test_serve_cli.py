@@ -122,3 +122,36 @@ def test_validate_any_command_line() -> None:
     assert "1 error(s) against sglang 0.5.23" in err
     code, out, _ = invoke("validate", "--router", "--", "--worker-urls", "http://127.0.0.1:30000")
     assert code == 0 and "ok: sglang-router 0.3.2" in out
+
+
+def _record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, url: str) -> None:
+    from solver.endpoint_file import EndpointDescriptor, write_descriptor
+
+    monkeypatch.setenv("SOLVER_ENDPOINT_FILE", str(tmp_path / "endpoint.json"))
+    write_descriptor(EndpointDescriptor(base_url=url, model="m", source=source, pid=1))
+
+
+@pytest.mark.parametrize("verb", ["check", "bench"])
+def test_the_embedded_local_model_is_never_the_default_endpoint(
+    verb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # nothing listens on port 9: a refusal must come before any request is made
+    _record(tmp_path, monkeypatch, "local", "http://127.0.0.1:9/v1")
+    code, out, err = invoke(verb)
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "error: the running endpoint is the embedded local model; pass --endpoint URL"
+    )
+
+
+def test_check_defaults_to_the_serve_up_endpoint_and_announces_each_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = ["--repeats", "2", "--batch-sizes", "2", "--chain-steps", "300"]
+    with FakeEndpoint(brain.healthy, context_length=16384) as fake:
+        _record(tmp_path, monkeypatch, "serve:glm52-fp8-mi355x", fake.url)
+        code, out, err = invoke("check", *fast)
+    assert code == 0, out + err
+    assert "check: arithmetic-chain: started (max_tokens 32768)" in err
+    started = [line for line in err.splitlines() if ": started" in line]
+    assert len(started) == len({line.split(":")[1] for line in started})
