@@ -59,7 +59,8 @@ def recipes_command(as_json: bool) -> None:
               "variable (prefill_host=ADDR).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--pip", "pip_only", is_flag=True, help="Print only the pip requirements of the "
-              "pinned versions: pip install $(solver serve command RECIPE --pip).")  # fmt: skip
+              "pinned versions, one a line, for: solver serve command RECIPE --pip | "
+              "xargs pip install.")  # fmt: skip
 @reports_errors
 def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_only: bool) -> None:
     """Print the exact argv, environment and container command of RECIPE, after validation."""
@@ -70,10 +71,17 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
 
     deployment = render(load_recipe(recipe), list(overrides))
     findings = validate_deployment(deployment)
+    errors = errors_of(findings)
+    if errors:
+        # nothing on stdout: a piped `--pip | xargs pip install` or a pasted argv must not
+        # go ahead with a command that fails validation
+        for finding in findings:
+            click.echo(finding.line(), err=True)
+        raise ConfigError(f"recipe {recipe}: {len(errors)} validation error(s)")
     requirements = pip_requirements(deployment)
     if pip_only:
-        # unquoted, for $(...): a bracket pattern that matches no file passes through as is
-        click.echo(" ".join(requirements))
+        # one requirement a line, for `| xargs pip install` (no shell globbing of [all])
+        click.echo("\n".join(requirements))
     elif as_json:
         payload: dict[str, Any] = {
             "recipe": recipe,
@@ -112,11 +120,9 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
             click.echo("  " + _shell(p.argv))
             click.echo("container:")
             click.echo("  " + _shell(p.container_argv))
+    if not as_json:  # warnings only, by now; --json carries them in "findings"
         for finding in findings:
             click.echo(finding.line(), err=True)
-    errors = errors_of(findings)
-    if errors:
-        raise ConfigError(f"recipe {recipe}: {len(errors)} validation error(s): {errors[0].line()}")
 
 
 def _shell(argv: tuple[str, ...]) -> str:

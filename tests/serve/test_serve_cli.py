@@ -155,3 +155,13 @@ def test_check_defaults_to_the_serve_up_endpoint_and_announces_each_probe(
     assert "check: arithmetic-chain: started (max_tokens 32768)" in err
     started = [line for line in err.splitlines() if ": started" in line]
     assert len(started) == len({line.split(":")[1] for line in started})
+
+
+@pytest.mark.parametrize("mode", [[], ["--pip"], ["--json"]])
+def test_a_command_that_fails_validation_prints_nothing_to_stdout(mode: list[str]) -> None:
+    # `--pip | xargs pip install` or a pasted argv must not go ahead with an invalid recipe
+    code, out, err = invoke("command", "glm52-fp8-mi355x", "--set", "tp-szie=4", *mode)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert sum("--tp-szie" in line for line in lines) == 1  # the finding, said once
+    assert lines[-1] == "error: recipe glm52-fp8-mi355x: 1 validation error(s)"
