@@ -136,7 +136,7 @@ def _response_text(ctx: AuditContext, attempts: _Attempts, call_id: str) -> str 
         events = list(decode_stream(api, [raw]))
     else:
         events = decode_body(api, raw)
-    return fold_events(events).text
+    return fold_events(events, reasoning=request.data["params"].get("reasoning")).text
 
 
 def _derivation_ok(

@@ -312,7 +312,7 @@ class ModelClient:
         t0 = watchdog.started
         hasher = hashlib.sha256()
         size = 0
-        folder = Folder()
+        folder = Folder(reasoning=request.reasoning)
         decoder = StreamDecoder(self.endpoint.api, reasoning=request.reasoning)
         status: int | None = None
         server_id: str | None = None

@@ -116,7 +116,8 @@ class StreamDecoder:
     def __init__(self, api: Api, *, reasoning: bool | None = None) -> None:
         """``reasoning`` is the request's: when it is True, Chat text that may be reasoning
         whose ``<think>`` was in the prompt is held until a tag decides it, so live events are
-        right; otherwise text streams at once and :func:`fold_events` splits afterwards."""
+        right; otherwise text streams at once and :func:`fold_events` splits afterwards
+        (unless ``reasoning`` is False: give fold_events the same value)."""
         self.api = api
         self._sse = SSEDecoder()
         self._builder = EventBuilder(think_tags=api == "chat", hold_orphan_think=reasoning is True)
@@ -203,7 +204,8 @@ def decode_stream(
 
     A whole JSON body where a stream was asked for (E20: the client decodes such an answer as
     a body) is recognised by its first byte and decoded as a body here too. ``reasoning`` as
-    for :class:`StreamDecoder`; the folded completion does not depend on it."""
+    for :class:`StreamDecoder`; folded with ``fold_events(..., reasoning=)`` given the same
+    value, the completion is the live client's."""
     decoder = StreamDecoder(api, reasoning=reasoning)
     head: list[bytes] = []
     chunk_iter = iter(chunks)

@@ -44,7 +44,9 @@ def split_orphan_think(text: str, reasoning: str) -> tuple[str, str]:
     answer starts inside the reasoning and only ``</think>`` shows. With no other reasoning,
     what precedes that closing tag is the reasoning (b.1). The event builder does this live
     when the request asked for reasoning; here it is done for streams decoded without that
-    hold, so a completion is the same whichever way its events were produced."""
+    hold, so a completion is the same whichever way its events were produced. Not when the
+    request turned reasoning off: the template then closed ``<think></think>`` itself, and a
+    ``</think>`` in the answer is the answer's."""
     if reasoning or "</think>" not in text:
         return text, reasoning
     head, _, tail = text.partition("</think>")
@@ -69,13 +71,16 @@ class Folder:
         "_calls",
         "_reasoning",
         "_signature",
+        "_split",
         "_text",
         "error",
         "finish",
         "usage",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, reasoning: bool | None = None) -> None:
+        """``reasoning`` is the request's: False keeps a lone ``</think>`` as text."""
+        self._split = reasoning is not False
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._signature = ""
@@ -131,7 +136,9 @@ class Folder:
             reason, raw = self.finish.reason, self.finish.raw_reason
         else:
             reason, raw = "error", "no_finish"
-        text, reasoning = split_orphan_think("".join(self._text), "".join(self._reasoning))
+        text, reasoning = "".join(self._text), "".join(self._reasoning)
+        if self._split:
+            text, reasoning = split_orphan_think(text, reasoning)
         return Completion(
             text=text,
             reasoning=reasoning,
@@ -143,11 +150,12 @@ class Folder:
         )
 
 
-def fold_events(events: Iterable[StreamEvent]) -> Completion:
+def fold_events(events: Iterable[StreamEvent], *, reasoning: bool | None = None) -> Completion:
     """The :class:`Completion` of a whole event stream. A stream that ended in a
     :class:`StreamError` folds to ``finish_reason`` ``error`` (or ``abort``) with the error
-    kind as ``raw_finish_reason``; one without any terminal folds to ``error``/``no_finish``."""
-    folder = Folder()
+    kind as ``raw_finish_reason``; one without any terminal folds to ``error``/``no_finish``.
+    ``reasoning`` is the request's (recorded in its params), as for :class:`Folder`."""
+    folder = Folder(reasoning=reasoning)
     for event in events:
         folder.add(event)
     return folder.completion()

@@ -206,9 +206,8 @@ class Engine:
         assert call.response_blob is not None
         raw = self.recorder.store.read_blob(call.response_blob)
         api = cast(Api, call.response_api)
-        if call.response_streamed:
-            return fold_events(decode_stream(api, [raw]))
-        return fold_events(decode_body(api, raw))
+        events = decode_stream(api, [raw]) if call.response_streamed else decode_body(api, raw)
+        return fold_events(events, reasoning=self.sampling(call.role).get("reasoning"))
 
     def _start(self, call_id: str, *, cap: int | None = None, estimate: int = 0) -> None:
         if call_id in self.tasks:

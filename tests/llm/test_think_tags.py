@@ -3,18 +3,27 @@ the folded completion, and only where they can mean reasoning (b.1)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from solver.llm import (
+    Completion,
+    Endpoint,
+    Message,
+    ModelClient,
     ReasoningDelta,
+    Request,
     StreamError,
     StreamEvent,
     TextDelta,
     decode_stream,
     fold_events,
 )
+from tests.fakes.fake_endpoint import FakeEndpoint, Reply
 from tests.llm.catalogue import ROLE, call, delta, sse
 from tests.llm.catalogue import events as anthropic_events
+from tests.llm.recorder import Recorder
 
 
 def split_everywhere(raw: bytes, reasoning: bool | None = True) -> list[list[StreamEvent]]:
@@ -64,9 +73,24 @@ def test_without_reasoning_asked_a_plain_answer_streams_and_the_fold_still_split
     orphan = sse(
         ROLE, delta({"content": "Check.</think>"}), delta({"content": "4"}), delta({}, "stop")
     )
-    held = fold_events(decode_stream("chat", [orphan], reasoning=True))
-    streamed = fold_events(decode_stream("chat", [orphan], reasoning=reasoning))
-    assert (streamed.reasoning, streamed.text) == (held.reasoning, held.text) == ("Check.", "4")
+    held = fold_events(decode_stream("chat", [orphan], reasoning=True), reasoning=True)
+    streamed = fold_events(
+        decode_stream("chat", [orphan], reasoning=reasoning), reasoning=reasoning
+    )
+    if reasoning is None:
+        assert (streamed.reasoning, streamed.text) == (held.reasoning, held.text) == ("Check.", "4")
+    else:  # thinking off: the template closed <think></think>, the tag is the answer's
+        assert (streamed.reasoning, streamed.text) == ("", "Check.</think>4")
+
+
+def test_with_reasoning_off_a_lone_close_tag_is_text_in_every_replay() -> None:
+    """The live client, the resume replay and the audit replay all fold with the request's
+    reasoning, so with it off they keep a literal </think> where the answer had it."""
+    orphan = sse(ROLE, delta({"content": "Use </think> to close."}), delta({}, "stop"))
+    folded = fold_events(decode_stream("chat", [orphan], reasoning=False), reasoning=False)
+    assert (folded.reasoning, folded.text) == ("", "Use </think> to close.")
+    default = fold_events(decode_stream("chat", [orphan]))
+    assert (default.reasoning, default.text) == ("Use ", " to close.")
 
 
 @pytest.mark.parametrize(
@@ -143,3 +167,24 @@ def test_anthropic_pause_turn_is_not_a_plain_stop() -> None:
     completion = fold_events(decode_stream("anthropic", [raw]))
     assert completion.text == "Part"
     assert (completion.finish_reason, completion.raw_finish_reason) == ("length", "pause_turn")
+
+
+@pytest.mark.parametrize("reasoning", [False, None])
+def test_the_live_client_folds_with_the_requests_reasoning(reasoning: bool | None) -> None:
+    """The live client's completion equals the replay's for the same recorded reasoning."""
+
+    async def go() -> Completion:
+        endpoint = Endpoint(fake.url + "/v1", "chat", "glm-fake")
+        request = Request(
+            model="glm-fake",
+            messages=(Message.text("user", "how?"),),
+            max_tokens=64,
+            reasoning=reasoning,
+        )
+        async with ModelClient(endpoint) as client:
+            return await asyncio.wait_for(client.complete(request, Recorder()), 30)
+
+    with FakeEndpoint([Reply(text="Use </think> to close.")]) as fake:
+        live = asyncio.run(go())
+    expected = ("", "Use </think> to close.") if reasoning is False else ("Use ", " to close.")
+    assert (live.reasoning, live.text) == expected
