@@ -179,13 +179,18 @@ def _percentile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+COUNT_TOKENS = "anthropic_count_tokens"
+
+
 def summarise(path: Path) -> list[dict[str, Any]]:
-    """One row per (provider, model): requests, errors, p50/p99 TTFB, tokens and cost."""
+    """One row per (provider, model): requests, errors, p50/p99 TTFB, tokens and cost.
+    ``count_tokens`` calls are no model requests: they are counted apart, in ``count_tokens``."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         rows = db.execute(
             "SELECT provider, model, status, ttfb_ms, input_tokens, cached_tokens, "
-            "output_tokens, reasoning_tokens, cost_usd, duration_ms FROM requests"
+            "output_tokens, reasoning_tokens, cost_usd, duration_ms, client_protocol "
+            "FROM requests"
         ).fetchall()
     finally:
         db.close()
@@ -193,7 +198,8 @@ def summarise(path: Path) -> list[dict[str, Any]]:
     for row in rows:
         groups.setdefault((row[0], row[1]), []).append(row)
     out = []
-    for (provider, model), items in sorted(groups.items()):
+    for (provider, model), every in sorted(groups.items()):
+        items = [r for r in every if r[10] != COUNT_TOKENS]
         ttfb = [r[3] for r in items if r[3] is not None]
         out.append(
             {
@@ -201,6 +207,7 @@ def summarise(path: Path) -> list[dict[str, Any]]:
                 "model": model,
                 "requests": len(items),
                 "errors": sum(1 for r in items if r[2] != "success"),
+                "count_tokens": len(every) - len(items),
                 "ttfb_p50_ms": _percentile(ttfb, 0.5),
                 "ttfb_p99_ms": _percentile(ttfb, 0.99),
                 "input_tokens": sum(r[4] for r in items),

@@ -210,7 +210,8 @@ def stats_command(ctx: click.Context, db: Path | None, as_json: bool) -> None:
         click.echo("no requests recorded")
         return
     head = f"{'provider':<14}{'model':<28}{'reqs':>6}{'errs':>6}{'ttfb p50':>10}{'ttfb p99':>10}"
-    click.echo(head + f"{'in tok':>10}{'cached':>9}{'out tok':>9}{'reason':>9}{'cost $':>10}")
+    tail = f"{'in tok':>10}{'cached':>9}{'out tok':>9}{'reason':>9}{'cost $':>10}{'counts':>8}"
+    click.echo(head + tail)
     for r in rows:
         p50 = "-" if r["ttfb_p50_ms"] is None else f"{r['ttfb_p50_ms']:.0f}ms"
         p99 = "-" if r["ttfb_p99_ms"] is None else f"{r['ttfb_p99_ms']:.0f}ms"
@@ -218,6 +219,7 @@ def stats_command(ctx: click.Context, db: Path | None, as_json: bool) -> None:
             f"{r['provider'][:13]:<14}{r['model'][:27]:<28}{r['requests']:>6}{r['errors']:>6}"
             f"{p50:>10}{p99:>10}{r['input_tokens']:>10}{r['cached_tokens']:>9}"
             f"{r['output_tokens']:>9}{r['reasoning_tokens']:>9}{r['cost_usd']:>10.4f}"
+            f"{r['count_tokens']:>8}"
         )
 
 

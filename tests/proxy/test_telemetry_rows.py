@@ -75,3 +75,25 @@ def test_an_old_database_is_upgraded_with_its_rows(tmp_path: Path) -> None:
     assert len({r[0] for r in rows}) == 3
     (summary,) = summarise(path)
     assert summary["requests"] == 3 and summary["output_tokens"] == 6
+
+
+def test_stats_count_token_counts_apart(tmp_path: Path) -> None:
+    path = tmp_path / "t.sqlite"
+    writer = TelemetryWriter(path)
+    common = {"provider": "glm", "model": "m", "started_at": "2026-02"}
+    writer.put(RequestRecord(request_id="a", client_protocol="anthropic", **common))  # type: ignore[arg-type]
+    for rid in ("b", "c"):
+        writer.put(
+            RequestRecord(
+                request_id=rid,
+                client_protocol="anthropic_count_tokens",
+                status="upstream_error",
+                ttfb_ms=1.0,
+                **common,  # type: ignore[arg-type]
+            )
+        )
+    writer.close()
+    _ids(path, 3)
+    (summary,) = summarise(path)
+    assert (summary["requests"], summary["errors"], summary["count_tokens"]) == (1, 0, 2)
+    assert summary["ttfb_p50_ms"] is None  # the count calls' timings are not the model's
