@@ -313,12 +313,13 @@ def validate_process(command: ProcessCommand, deployment: Deployment) -> list[Fi
 
 
 def validate_deployment(deployment: Deployment) -> list[Finding]:
-    from serve import rules
+    from serve import minimums, rules
 
     findings: list[Finding] = []
     for command in deployment.processes:
         findings += validate_process(command, deployment)
     findings += rules.deployment_rules(deployment)
+    findings += minimums.floor_findings(deployment)
     return findings
 
 

@@ -65,6 +65,7 @@ def recipes_command(as_json: bool) -> None:
 def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_only: bool) -> None:
     """Print the exact argv, environment and container command of RECIPE, after validation."""
     from serve.launch import pip_requirements
+    from serve.minimums import describe, minimum_sglang
     from serve.recipe import load_recipe, render
     from serve.validate import errors_of, validate_deployment
     from solver.errors import ConfigError
@@ -83,11 +84,15 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
         # one requirement a line, for `| xargs pip install` (no shell globbing of [all])
         click.echo("\n".join(requirements))
     elif as_json:
+        floor = minimum_sglang(deployment)
         payload: dict[str, Any] = {
             "recipe": recipe,
             "sglang_version": deployment.recipe.sglang_version,
             "image": deployment.recipe.image,
+            # the oldest image with the gfx950 Block-FP8 fix, not the oldest that runs the argv
             "min_image": deployment.recipe.min_image,
+            "min_sglang_version": floor.version,
+            "min_sglang_needs": list(floor.needs),
             "pip": requirements,
             "findings": [f.line() for f in findings],
             "processes": [
@@ -108,8 +113,8 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
         click.echo(f"# {r.name}: {r.title}")
         click.echo(f"# hardware: {r.hardware}")
         click.echo(f"# SGLang {r.sglang_version}, image {r.image}")
-        if r.min_image:
-            click.echo(f"# oldest acceptable image: {r.min_image}")
+        for line in describe(deployment):
+            click.echo(f"# {line}")
         click.echo(f"# install: pip install {_shell(tuple(requirements))}")
         for p in deployment.processes:
             click.echo(f"\n## process {p.label} ({p.role}), serves {p.url}")

@@ -165,3 +165,14 @@ def test_a_command_that_fails_validation_prints_nothing_to_stdout(mode: list[str
     lines = err.strip().splitlines()
     assert sum("--tp-szie" in line for line in lines) == 1  # the finding, said once
     assert lines[-1] == "error: recipe glm52-fp8-mi355x: 1 validation error(s)"
+
+
+def test_command_labels_min_image_as_the_block_fp8_floor_and_prints_the_release_floor() -> None:
+    code, out, _ = invoke("command", "glm52-fp8-mi355x")
+    assert code == 0
+    assert "oldest acceptable image" not in out
+    assert "# oldest image with the gfx950 Block-FP8 fix: " in out
+    assert "# needs SGLang >= 0.5.14 for --enable-prefill-cp (0.5.14), --cp-strategy" in out
+    code, out, _ = invoke("command", "glm53-flash-mxfp4-mi355x", "--json")
+    payload = json.loads(out)
+    assert payload["min_sglang_version"] == "0.5.20"

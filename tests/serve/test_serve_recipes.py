@@ -278,3 +278,40 @@ def test_set_model_points_every_process_at_a_local_copy() -> None:
             argv = process.argv
             assert argv[argv.index("--model-path") + 1] == "/models/GLM-5.2-FP8"
     assert errors_of(validate_deployment(deployment)) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "floor", "needs"),
+    [
+        ("glm52-fp8-mi355x", [], "0.5.14", "--enable-prefill-cp (0.5.14)"),
+        ("glm52-fp8-mi355x-pd", [], "0.5.16", "--enable-dsa-cache-layer-split (0.5.16)"),
+        ("glm53-flash-mxfp4-mi355x", [], "0.5.20", "the glm5_next model (0.5.20)"),
+        (
+            "glm52-fp8-mi355x",
+            ["enable-prefill-cp=false", "cp-strategy=false"],
+            "0.5.13.post1",
+            "--dsa-prefill-backend (0.5.13.post1)",
+        ),
+    ],
+)
+def test_the_release_floor_follows_the_features_the_argv_uses(
+    name: str, overrides: list[str], floor: str, needs: str
+) -> None:
+    # min_image (the Block-FP8 fix) is older than these flags: it is not the recipe's floor
+    from serve.minimums import minimum_sglang
+
+    found = minimum_sglang(render(load(name), overrides))
+    assert found.version == floor and needs in found.needs
+
+
+def test_a_pin_older_than_the_release_floor_is_an_error() -> None:
+    from serve.minimums import floor_findings
+
+    deployment = render(load("glm52-fp8-mi355x"))
+    assert floor_findings(deployment) == []
+    old = dataclasses.replace(
+        deployment, recipe=deployment.recipe.model_copy(update={"sglang_version": "0.5.13.post1"})
+    )
+    (finding,) = floor_findings(old)
+    assert finding.severity == "error" and finding.rule == "sglang-too-old"
+    assert "--enable-prefill-cp" in finding.message and "pin 0.5.14" in finding.message
