@@ -41,7 +41,15 @@ def show(config_file: Path | None, as_json: bool) -> None:
             )
         )
         return
-    table = Table("key", "value", "source")
-    for key, value, source in rows:
-        table.add_row(key, str(value), source)
-    Console().print(table)
+    headers = ("key", "value", "source")
+    table = Table(*headers)
+    cells = [(key, str(value), source) for key, value, source in rows]
+    for cell in cells:
+        table.add_row(*cell)
+    console = Console()
+    if not console.is_terminal:
+        # piped or redirected: rich would fit the table into 80 columns and cut the file names
+        # off the sources; make the page as wide as the widest row instead
+        widest = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(headers)]
+        console = Console(width=sum(widest) + 4 * len(widest) + 1)
+    console.print(table)

@@ -203,3 +203,19 @@ def test_config_show_masks_url_credentials(
     assert "hunter2" not in result.output and "tok-abc" not in result.output
     table = CliRunner().invoke(main, ["config", "show"], env={"SOLVER_ENDPOINT": url})
     assert "hunter2" not in table.output and "tok-abc" not in table.output
+
+
+def test_config_show_off_a_terminal_keeps_whole_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `solver config show | head`: the runner's stdout is no terminal; nothing may be cut
+    monkeypatch.delenv("COLUMNS", raising=False)
+    deep = tmp_path / ("a-long-directory-name-" * 4) / "project"
+    deep.mkdir(parents=True)
+    (deep / "solver.toml").write_text(TOML)
+    config_file = deep / "solver.toml"
+    result = CliRunner().invoke(main, ["config", "show", "--config", str(config_file)], env={})
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if " candidates " in line]
+    assert len(lines) == 1 and str(config_file) in lines[0]
+    assert any("roles.verifier.max_tokens" in line for line in result.stdout.splitlines())
