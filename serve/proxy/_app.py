@@ -3,7 +3,7 @@
 Routes: ``POST /v1/messages`` (Anthropic), ``POST /v1/messages/count_tokens``,
 ``POST /v1/responses`` (OpenAI Responses), ``POST /v1/chat/completions`` (OpenAI Chat),
 ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus), ``GET|POST /admin/active``
-(which provider serves; loopback clients only).
+(which provider serves; loopback clients, or any client with the proxy's token).
 """
 
 from __future__ import annotations
@@ -257,8 +257,11 @@ def build_app(config: ProxyConfig) -> Starlette:
 
     async def admin_active(request: HTTPRequest) -> Response:
         client = request.client
-        if client is None or not is_loopback(client.host):
-            return JSONResponse({"error": "admin is for loopback clients only"}, 403)
+        loopback = client is not None and is_loopback(client.host)
+        if not loopback and not state.config.token:
+            # with no token anyone who can reach the port could switch: loopback only
+            message = "admin is for loopback clients, or clients with the proxy token"
+            return JSONResponse({"error": message}, 403)
         if not _authorized(state, dict(request.headers)):
             return JSONResponse({"error": "missing or wrong proxy token"}, 401)
         if request.method == "POST":

@@ -140,7 +140,8 @@ def _served_model(upstream: str) -> str:
 def use_command(ctx: click.Context, name: str, url: str | None) -> None:
     """Make provider NAME the active one of the running proxy, live; the proxy remembers it
     for its next start when it runs from a config file. With --config, NAME is checked and
-    saved here too, so a proxy that is not running starts with it."""
+    saved here too (only once the running proxy took it, or when none is running), so a proxy
+    that is not running starts with it."""
     import os
 
     from serve.proxy import DEFAULT_PORT, TOKEN_ENV, load_config, persist_active
@@ -149,8 +150,6 @@ def use_command(ctx: click.Context, name: str, url: str | None) -> None:
     config = load_config(config_file) if config_file is not None else None
     if config is not None:
         config.provider(name)
-        assert config.state_file is not None
-        persist_active(config.state_file, name)
     port = ctx.obj["port"] or (config.port if config is not None else 0) or DEFAULT_PORT
     target = (url or f"http://127.0.0.1:{port}").rstrip("/")
     token = config.token if config is not None else os.environ.get(TOKEN_ENV, "")
@@ -166,6 +165,8 @@ def use_command(ctx: click.Context, name: str, url: str | None) -> None:
                 f"no proxy answers at {target} (give --url, or --config FILE to save the "
                 "choice for the next start)"
             ) from None
+        assert config.state_file is not None
+        persist_active(config.state_file, name)
         click.echo(f"saved: {name} is active from the next start ({target} is not running)")
         return
     if response.status_code == 401:
@@ -174,6 +175,9 @@ def use_command(ctx: click.Context, name: str, url: str | None) -> None:
         raise NotFound(_error_of(response) or f"no provider named {name!r}")
     if response.status_code != 200:
         raise EndpointUnavailable(f"the proxy at {target} answered {response.status_code}")
+    if config is not None:  # saved only now: a choice the running proxy refused is not kept
+        assert config.state_file is not None
+        persist_active(config.state_file, name)
     click.echo(f"active provider: {name} (live at {target})")
 
 
