@@ -14,6 +14,7 @@ import click
 from solver.commands._errors import reports_errors
 from solver.commands.run import run_interruptibly
 from solver.config import ResolvedSettings, resolve_settings
+from solver.errors import Interrupted
 from solver.evaluate import (
     EvalMonitor,
     Job,
@@ -174,16 +175,23 @@ def _drive(
         )
 
     monitor = EvalMonitor(len(jobs), progress_every, on_progress)
-    return run_interruptibly(
-        lambda: drive_jobs(
-            jobs,
-            resolved,
-            concurrency=parallel,
-            argv=sys.argv[1:],
-            on_result=on_result,
-            monitor=monitor,
+    try:
+        return run_interruptibly(
+            lambda: drive_jobs(
+                jobs,
+                resolved,
+                concurrency=parallel,
+                argv=sys.argv[1:],
+                on_result=on_result,
+                monitor=monitor,
+            )
         )
-    )
+    except Interrupted:
+        # the shared handler advises `solver resume`, which continues one run; an evaluation
+        # continues all of its runs when the same command is run again
+        raise Interrupted(
+            "interrupted; the runs are kept: run the same `solver eval` command again to continue"
+        ) from None
 
 
 def _exit_on_errors(results: list[JobResult], as_json: bool) -> None:
