@@ -20,7 +20,7 @@ from roles.templates import template_source
 from solver.config import ResolvedSettings, Settings
 from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound, RunCorrupt
 from solver.identity import code_identity, host_name, new_run_id, utc_now, utc_stamp
-from solver.llm import Deadlines, Endpoint, ModelClient, RetryPolicy
+from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.contexts import ContextBuilder
 from solver.loop.engine import (
     Engine,
@@ -39,6 +39,7 @@ from solver.records import (
     ArtifactPut,
     Decision,
     EndpointProbed,
+    NetConnect,
     SessionEnded,
     SessionStarted,
 )
@@ -236,8 +237,16 @@ async def _drive(
                 )
             )
 
+    def journal_connection(conn: Connection) -> None:
+        # a probe's connection, which the calls after it may reuse: no call id
+        recorder.append(
+            NetConnect(call_id="", host=conn.host, port=conn.port, address=conn.address)
+        )
+
     try:
-        async with ModelClient(endpoint, deadlines=deadlines, retry=retry) as client:
+        async with ModelClient(
+            endpoint, deadlines=deadlines, retry=retry, on_connect=journal_connection
+        ) as client:
             try:
                 info = await wait_for_endpoint(client, settings.retry.endpoint_wait_s)
             except EndpointUnavailable as exc:

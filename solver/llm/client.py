@@ -73,7 +73,10 @@ class ModelClient:
         proxy: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         prompt_tokens: Callable[[Request], Awaitable[int]] | None = None,
+        on_connect: Callable[[Connection], None] | None = None,
     ) -> None:
+        """``on_connect`` hears of each connection opened by a request that has no observer
+        (the endpoint probe), so a run can journal those too: later calls may reuse them."""
         self.endpoint = endpoint
         self.deadlines = deadlines
         self.retry = retry
@@ -82,6 +85,7 @@ class ModelClient:
         self._proxy = proxy
         self._transport = transport
         self._prompt_tokens = prompt_tokens
+        self._on_connect = on_connect
         self._http: httpx.AsyncClient | None = None
         self._server: ServerInfo | None = None
         self._probed = False
@@ -144,11 +148,15 @@ class ModelClient:
         host, port = host_port(self._proxy) if self._proxy else self._allowed
 
         async def trace(name: str, info: dict[str, Any]) -> None:
-            if name == "connection.connect_tcp.complete" and observer is not None:
-                stream = info.get("return_value")
-                address = stream.get_extra_info("server_addr") if stream is not None else None
-                shown = f"{address[0]}:{address[1]}" if address else ""
-                observer.connection_opened(Connection(host=host, port=port, address=shown))
+            if name != "connection.connect_tcp.complete":
+                return
+            report = observer.connection_opened if observer is not None else self._on_connect
+            if report is None:
+                return
+            stream = info.get("return_value")
+            address = stream.get_extra_info("server_addr") if stream is not None else None
+            shown = f"{address[0]}:{address[1]}" if address else ""
+            report(Connection(host=host, port=port, address=shown))
 
         return trace
 
