@@ -37,7 +37,7 @@ from solver.loop.state import CallState, RunState
 from solver.problems import Problem
 from solver.records import Decision
 from solver.runner import RunOutcome, read_state, resume_run, start_run
-from solver.store import write_atomic
+from solver.store import holds_only_create_leftovers, write_atomic
 
 EVAL_FORMAT = "solver-eval/1"
 EVAL_FILE = "EVAL.json"
@@ -303,7 +303,7 @@ async def drive_job(
                 make_progress=make_progress,
             )
             return JobResult(job, "finished", outcome.result, resumed=True)
-        if run_dir.is_dir() and any(run_dir.iterdir()):
+        if run_dir.is_dir() and not holds_only_create_leftovers(run_dir):
             raise InputError(
                 f"{run_dir}: holds files but no MANIFEST.json (a start cut short); "
                 "remove the directory to start this run again"

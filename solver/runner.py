@@ -44,7 +44,7 @@ from solver.records import (
     SessionStarted,
 )
 from solver.run_sources import resolve_endpoint, resume_endpoint, resume_signing_key
-from solver.store import Record, RunReader, RunStore
+from solver.store import Record, RunReader, RunStore, holds_only_create_leftovers
 
 FORMAT = "solver-run/1"
 
@@ -343,7 +343,7 @@ async def start_run(
     if run_dir is None:
         stem = _slug(problem_path.stem if problem_path else problem.id)
         run_dir = settings.runs_dir / f"{utc_stamp()}_{stem}_{run_id[-8:]}"
-    elif run_dir.exists() and any(run_dir.iterdir()):
+    elif run_dir.is_dir() and not holds_only_create_leftovers(run_dir):
         raise InputError(
             f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
         )

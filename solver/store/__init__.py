@@ -18,7 +18,7 @@ from solver.store.journal import Record
 from solver.store.manifest import FORMAT, utc_now
 from solver.store.models import store_record_models
 from solver.store.reader import RunReader
-from solver.store.run import RunStore
+from solver.store.run import RunStore, holds_only_create_leftovers
 
 __all__ = [
     "FORMAT",
@@ -37,6 +37,7 @@ __all__ = [
     "StoreError",
     "canonical_json",
     "generate_key_pair",
+    "holds_only_create_leftovers",
     "iter_blob_refs",
     "load_public_key",
     "pae",

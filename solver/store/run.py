@@ -84,6 +84,16 @@ def _package_version() -> str:
         return "0.0.0+source"
 
 
+def holds_only_create_leftovers(run_dir: Path) -> bool:
+    """True when ``run_dir`` has nothing but what a create killed before its manifest became
+    durable leaves behind (the lock, blobs, temporary files): such a directory counts as empty
+    and a new run may start in it. Nothing was recorded, so nothing is lost."""
+    return all(
+        entry.name in (LOCK_NAME, "blobs") or entry.name.endswith(".tmp")
+        for entry in run_dir.iterdir()
+    )
+
+
 class RunStore:
     """The run directory's only writer, from create()/open() until close(). One thread
     appends (the loop's event loop); the lock keeps other processes out, not other threads."""
@@ -140,11 +150,8 @@ class RunStore:
         lock = WriterLock(run_dir)
         lock.acquire(session=0)
         try:
-            # A directory holding only the leftovers of a create that crashed before its
-            # manifest became durable counts as empty.
-            for entry in run_dir.iterdir():
-                if entry.name not in (LOCK_NAME, "blobs") and not entry.name.endswith(".tmp"):
-                    raise RunExists(str(run_dir))
+            if not holds_only_create_leftovers(run_dir):
+                raise RunExists(str(run_dir))
             store_blobs = BlobStore(run_dir / "blobs")
             _make_blob_dirs(store_blobs)
             for data in blobs:
