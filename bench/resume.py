@@ -43,8 +43,9 @@ from solver.records import (  # noqa: E402
     LlmCompleted,
     LlmStarted,
 )
+from solver.run_manifest import build_manifest, manifest_blobs  # noqa: E402
 from solver.run_sources import resolve_endpoint  # noqa: E402
-from solver.runner import build_manifest, manifest_blobs, open_run  # noqa: E402
+from solver.runner import open_run  # noqa: E402
 from solver.store import RunStore, canonical_json, utc_now  # noqa: E402
 from solver.store.journal import line_hash  # noqa: E402
 

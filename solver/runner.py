@@ -13,13 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import roles
-from roles.templates import template_source
 from solver.config import ResolvedSettings, Settings
 from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound, RunCorrupt
-from solver.identity import code_identity, host_name, new_run_id, utc_now, utc_stamp
+from solver.identity import code_identity, host_name, new_run_id, utc_stamp
 from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.contexts import ContextBuilder
 from solver.loop.engine import (
@@ -43,10 +41,9 @@ from solver.records import (
     SessionEnded,
     SessionStarted,
 )
+from solver.run_manifest import build_manifest, manifest_blobs, settings_of_run
 from solver.run_sources import resolve_endpoint, resume_endpoint, resume_signing_key
 from solver.store import Record, RunReader, RunStore, holds_only_create_leftovers
-
-FORMAT = "solver-run/1"
 
 
 @dataclass(frozen=True)
@@ -92,54 +89,6 @@ def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[s
         }
 
     return sampling
-
-
-def build_manifest(
-    problem: Problem,
-    problem_path: Path | None,
-    resolved: ResolvedSettings,
-    endpoint: Endpoint,
-    endpoint_info: dict[str, Any],
-    evaluation: bool,
-    argv: list[str],
-    run_id: str,
-) -> dict[str, Any]:
-    parts = urlsplit(endpoint.base_url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    config = resolved.settings.masked()
-    if resolved.settings.signing_key is not None:
-        # Absolute, so a resume started from another directory finds the same key.
-        config["signing_key"] = str(resolved.settings.signing_key.resolve())
-    original = (
-        {"blob": problem.original_digest, "bytes": len(problem.original_bytes)}
-        if problem.original_bytes and problem.original_digest
-        else None
-    )
-    return {
-        "format": FORMAT,
-        "run_id": run_id,
-        "created": utc_now().isoformat().replace("+00:00", "Z"),
-        "hash": "sha256",
-        "problem": {
-            "path": str(problem_path) if problem_path else None,
-            "digest": problem.digest,
-            "original_digest": problem.original_digest,
-            "original": original,
-            "record": problem.model_dump(mode="json"),
-        },
-        "config": {"resolved": config, "sources": resolved.sources},
-        "argv": argv,
-        "code": code_identity(),
-        "endpoint": {"url": endpoint.base_url, "api": endpoint.api, **endpoint_info},
-        "model": {"requested": endpoint.model or None},
-        "templates": roles.template_digests(),
-        "roles": {
-            "policy": {k: sorted(v) for k, v in roles.ISOLATION_POLICY.items()},
-            "tools": [],
-        },
-        "evaluation": evaluation,
-        "network": {"allow": [f"{parts.hostname}:{port}"], "enforcement": ["transport-allowlist"]},
-    }
 
 
 @contextlib.contextmanager
@@ -375,15 +324,6 @@ async def start_run(
         )
 
 
-def manifest_blobs(problem: Problem) -> list[bytes]:
-    """Bytes the manifest names by digest, stored with it: the problem file as it was read,
-    and every prompt template (under the digests of manifest["templates"])."""
-    found = [template_source(name) for name in sorted(roles.template_digests())]
-    if problem.original_bytes:
-        found.insert(0, problem.original_bytes)
-    return found
-
-
 def record_inputs(
     recorder: Recorder, problem: Problem, evaluation: bool, given_proof: str | None
 ) -> None:
@@ -427,15 +367,6 @@ def problem_artifacts(problem: Problem, evaluation: bool) -> list[tuple[str, str
     if evaluation and problem.grading_guidelines:
         found.append(("grading_guidelines", "grading_guidelines", problem.grading_guidelines))
     return found
-
-
-def settings_of_run(manifest: dict[str, Any], resolved_now: ResolvedSettings) -> Settings:
-    """The run's own settings (from its manifest), with the secret taken from today's
-    environment: secrets are never written to a run."""
-    data = dict(manifest["config"]["resolved"])
-    data.pop("api_key", None)
-    now = resolved_now.settings
-    return Settings.model_validate({**data, "api_key": now.api_key})
 
 
 async def resume_run(

@@ -21,7 +21,8 @@ from solver.loop.engine import Progress
 from solver.loop.state import RunState
 from solver.problems import load_problem
 from solver.progress import JsonProgress, LiveProgress, ProgressBase
-from solver.runner import RunOutcome, resume_run, settings_of_run, start_run
+from solver.run_manifest import settings_of_run
+from solver.runner import RunOutcome, resume_run, start_run
 from solver.status import run_status
 from solver.store import RunReader
 
