@@ -85,13 +85,10 @@ def _package_version() -> str:
 
 
 def holds_only_create_leftovers(run_dir: Path) -> bool:
-    """True when ``run_dir`` has nothing but what a create killed before its manifest became
-    durable leaves behind (the lock, blobs, temporary files): such a directory counts as empty
-    and a new run may start in it. Nothing was recorded, so nothing is lost."""
-    return all(
-        entry.name in (LOCK_NAME, "blobs") or entry.name.endswith(".tmp")
-        for entry in run_dir.iterdir()
-    )
+    """Only what a create killed before its manifest leaves (lock, blobs, temporary files):
+    nothing was recorded, so the directory counts as empty and a new run may start in it."""
+    leftovers = (LOCK_NAME, "blobs")
+    return all(e.name in leftovers or e.name.endswith(".tmp") for e in run_dir.iterdir())
 
 
 class RunStore:
