@@ -26,17 +26,18 @@ A config file is TOML::
     api_key_env = ""                      # name of the variable holding the key
     models = ["*"]                        # client model names routed here (glob patterns)
     upstream_model = "zai-org/GLM-4.6"    # "" sends the client's model name
-    split_think = true                    # text before a lone </think> is thinking (see below)
+    split_think = true                    # GLM without a reasoning parser (see below)
     [providers.price]                     # USD per million tokens
     input = 0.0
     cached_input = 0.0
     output = 0.0
 
 ``split_think``: GLM with thinking on by default (its template ends the prompt in ``<think>``)
-and no reasoning parser sends "reasoning</think>answer" as text. Unless the client turned
-thinking off, the proxy holds Chat text until a ``</think>`` or the end decides it, so that
-reasoning reaches the client as thinking. A provider serving a model that never thinks sets it
-false, and plain answers stream at once.
+and no reasoning parser sends "reasoning</think>answer" as text. To make that reasoning reach
+the client as thinking, the proxy holds Chat text until a ``</think>`` or the end decides it.
+Unset (the default), it holds only when the client asked for thinking, so plain answers of
+other servers stream at once; ``true`` holds unless the client turned thinking off (a GLM
+served without ``--reasoning-parser``); ``false`` never holds.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ class Provider:
     models: tuple[str, ...] = ("*",)
     upstream_model: str = ""
     price: Price = field(default_factory=Price)
-    split_think: bool = True
+    split_think: bool | None = None
 
     def matches(self, model: str) -> bool:
         return any(fnmatchcase(model, pattern) for pattern in self.models)
@@ -234,7 +235,9 @@ def _provider(raw: Any, where: str) -> Provider:
         models=tuple(models),
         upstream_model=_typed(raw, "upstream_model", str, "", where),
         price=price,
-        split_think=_typed(raw, "split_think", bool, True, where),
+        split_think=None
+        if raw.get("split_think") is None
+        else _typed(raw, "split_think", bool, None, where),
     )
 
 

@@ -309,11 +309,14 @@ class Exchange:
         self._cases.update(cases)
         self.record.upstream_model = request.model
         body = _upstream.encode(provider, request)
-        # GLM thinks by default: a request that did not turn thinking off may get reasoning
-        # ending in a lone </think> (b.1), so hold unless the client said no or the provider's
-        # model never thinks (split_think = false)
+        # a lone </think> (b.1): hold the text when the client asked for thinking, or, for a
+        # provider marked split_think (GLM thinks by default), unless the client said no;
+        # otherwise plain answers stream at once
         asked = self.fr.request.reasoning
-        self._split_think = asked is True or (provider.split_think and asked is not False)
+        split = provider.split_think
+        self._split_think = split is not False and (
+            asked is True or (split is True and asked is not False)
+        )
         decoder = self._decoder = StreamDecoder(provider.api, reasoning=self._split_think or asked)
         limits = self.state.config.deadlines
         self._attempt_t0 = self._loop.time()

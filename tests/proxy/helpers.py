@@ -67,7 +67,7 @@ def proxied(
     telemetry: Path | None = None,
     second: Any = None,
     token: str = "",
-    split_think: bool = True,
+    split_think: bool | None = None,
 ) -> Iterator[tuple[FakeEndpoint, ProxyServer]]:
     """A fake upstream speaking ``api`` behind a proxy (and a second fake for failover)."""
     with FakeEndpoint(responder) as fake, FakeEndpoint(second or []) as backup:
