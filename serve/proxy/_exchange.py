@@ -309,14 +309,10 @@ class Exchange:
         self._cases.update(cases)
         self.record.upstream_model = request.model
         body = _upstream.encode(provider, request)
-        # a lone </think> (b.1): hold the text when the client asked for thinking, or, for a
-        # provider marked split_think (GLM thinks by default), unless the client said no;
-        # otherwise plain answers stream at once
-        asked = self.fr.request.reasoning
-        split = provider.split_think
-        self._split_think = split is not False and (
-            asked is True or (split is True and asked is not False)
-        )
+        # a lone </think> (b.1): hold the text if the client asked for thinking, or, with
+        # split_think (GLM thinks by default), unless it said no; else it streams at once
+        asked, split = self.fr.request.reasoning, provider.split_think
+        self._split_think = split is not False and bool(asked or (split and asked is not False))
         decoder = self._decoder = StreamDecoder(provider.api, reasoning=self._split_think or asked)
         limits = self.state.config.deadlines
         self._attempt_t0 = self._loop.time()
