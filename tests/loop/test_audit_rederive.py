@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,9 @@ from solver.llm import Message, encode_request, request_from_params
 from solver.store import Record, RunReader, RunStore
 from tests.fakes.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
+from tests.loop.forge import failing, rewrite
 from tests.loop.harness import EVAL_PROBLEM, solve
 
-Edit = Callable[[RunStore, str, dict[str, Any]], dict[str, Any] | None]
 VERIFIER_USER = "verifier/user.j2"
 
 
@@ -43,44 +42,6 @@ def selected_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("selected")
     with FakeEndpoint(scripts.solved) as fake:
         return solve(fake, tmp, candidates=3, acceptance__accepted_needed=3).run_dir
-
-
-def rewrite(
-    src: Path,
-    dst: Path,
-    edit: Edit,
-    manifest: Callable[[dict[str, Any]], dict[str, Any]] = lambda m: m,
-    extra_blobs: tuple[bytes, ...] = (),
-) -> Path:
-    """A new, correctly chained run from ``src`` with each record passed through ``edit``."""
-    reader = RunReader(src)
-    blobs = [p.read_bytes() for p in (src / "blobs").rglob("*") if p.is_file()]
-    blobs.extend(extra_blobs)
-    new_manifest = manifest(json.loads(json.dumps(reader.manifest)))
-    if "blobs" in inspect.signature(RunStore.create).parameters:
-        store = RunStore.create(dst, new_manifest, blobs=blobs)
-    else:  # a store that does not take the run's blobs at creation
-        store = RunStore.create(dst, new_manifest)
-        for data in blobs:
-            store.put_blob(data)
-    with store:
-        for rec in reader.records():
-            if rec.type == "run.created":
-                continue
-            data = edit(store, rec.type, json.loads(json.dumps(rec.data)))
-            if data is not None:
-                store.append(rec.type, data, v=rec.v)
-    for path in (src / "final").iterdir():
-        (dst / "final").mkdir(exist_ok=True)
-        (dst / "final" / path.name).write_bytes(path.read_bytes())
-    return dst
-
-
-def failing(run_dir: Path, name: str) -> list[str]:
-    report = audit_run(run_dir)
-    return [
-        f"{c.detail} @ {c.where}" for c in report.checks if c.name == name and c.status == "fail"
-    ]
 
 
 def link(store: RunStore, data: bytes) -> dict[str, Any]:

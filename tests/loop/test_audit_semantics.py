@@ -6,19 +6,17 @@ the generic chain and blob checks pass and only the semantic check can notice.""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from solver.audit import audit_run
-from solver.store import RunReader, RunStore
+from solver.store import RunStore
 from tests.fakes.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
+from tests.loop.forge import failing, rewrite
 from tests.loop.harness import EVAL_PROBLEM, solve
-
-Edit = Callable[[RunStore, str, dict[str, Any]], dict[str, Any] | None]
 
 
 @pytest.fixture(scope="module")
@@ -26,31 +24,6 @@ def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("source")
     with FakeEndpoint(scripts.fix_after_finding) as fake:
         return solve(fake, tmp, EVAL_PROBLEM, candidates=1).run_dir
-
-
-def rewrite(src: Path, dst: Path, edit: Edit) -> Path:
-    reader = RunReader(src)
-    # Every blob goes in at creation: the manifest names some (the problem file, templates).
-    blobs = [path.read_bytes() for path in (src / "blobs").rglob("*") if path.is_file()]
-    store = RunStore.create(dst, reader.manifest, blobs=blobs)
-    with store:
-        for rec in reader.records():
-            if rec.type == "run.created":
-                continue
-            data = edit(store, rec.type, dict(rec.data))
-            if data is not None:
-                store.append(rec.type, data, v=rec.v)
-    for path in (src / "final").iterdir():
-        (dst / "final").mkdir(exist_ok=True)
-        (dst / "final" / path.name).write_bytes(path.read_bytes())
-    return dst
-
-
-def failing(run_dir: Path, name: str) -> list[str]:
-    report = audit_run(run_dir)
-    return [
-        f"{c.detail} @ {c.where}" for c in report.checks if c.name == name and c.status == "fail"
-    ]
 
 
 def test_unchanged_copy_audits_clean(finished_run: Path, tmp_path: Path) -> None:
