@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from solver.config import resolve_settings
+from solver.config import ResolvedSettings, resolve_settings
 from solver.loop.state import RunState
 from solver.problems import load_problem
 from solver.runner import RunOutcome, read_state, resume_run, start_run
@@ -72,6 +72,27 @@ def flags_for(fake: FakeEndpoint, tmp_path: Path, **extra: Any) -> dict[str, Any
     }
     base.update({k.replace("__", "."): v for k, v in extra.items()})
     return base
+
+
+def start(
+    problem_path: Path,
+    resolved: ResolvedSettings,
+    *,
+    make_progress: Callable[..., Any] = QuietProgress,
+    on_created: Callable[[Path], None] = lambda _: None,
+) -> RunOutcome:
+    """``start_run`` on a problem file with these settings, outside evaluation mode."""
+    return asyncio.run(
+        start_run(
+            load_problem(problem_path),
+            problem_path,
+            resolved,
+            evaluation=False,
+            argv=[],
+            make_progress=make_progress,
+            on_created=on_created,
+        )
+    )
 
 
 def solve(

@@ -4,7 +4,6 @@ its ``endpoint.probed``), and nothing else."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from pathlib import Path
@@ -16,13 +15,11 @@ import pytest
 from solver.audit import AuditReport, audit_run
 from solver.config import resolve_settings
 from solver.endpoint_file import EndpointDescriptor, write_descriptor
-from solver.problems import load_problem
-from solver.runner import start_run
 from solver.store import RunReader, canonical_json
 from solver.store.journal import line_hash
 from tests.fakes.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
-from tests.loop.harness import QuietProgress, flags_for, resume, write_problem
+from tests.loop.harness import flags_for, resume, start, write_problem
 
 GGUF = "cd" * 32
 
@@ -45,17 +42,7 @@ def solve_on_local(fake: FakeEndpoint, home: Path) -> Path:
     del flags["endpoint"]  # the descriptor `solver local up` wrote names the endpoint
     resolved = resolve_settings(flags=flags, env={}, cwd=home)
     created: list[Path] = []
-    asyncio.run(
-        start_run(
-            load_problem(problem_path),
-            problem_path,
-            resolved,
-            evaluation=False,
-            argv=[],
-            make_progress=QuietProgress,
-            on_created=created.append,
-        )
-    )
+    start(problem_path, resolved, on_created=created.append)
     return created[0]
 
 
@@ -133,17 +120,7 @@ def test_a_configured_endpoint_does_not_follow_a_probed_port(
     with FakeEndpoint(scripts.solved) as fake:
         resolved = resolve_settings(flags=flags_for(fake, home), env={}, cwd=home)
         created: list[Path] = []
-        asyncio.run(
-            start_run(
-                load_problem(problem_path),
-                problem_path,
-                resolved,
-                evaluation=False,
-                argv=[],
-                make_progress=QuietProgress,
-                on_created=created.append,
-            )
-        )
+        start(problem_path, resolved, on_created=created.append)
         port = urlsplit(fake.url).port
     run_dir = created[0]
     moved = next(p for p in range(40000, 40100) if p != port)

@@ -15,12 +15,11 @@ from roles.templates import template_source
 from solver.audit import audit_run
 from solver.config import resolve_settings
 from solver.errors import InputError, exit_code_for
-from solver.problems import load_problem
-from solver.runner import resume_run, start_run
+from solver.runner import resume_run
 from solver.store import RunReader, generate_key_pair
 from tests.fakes.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
-from tests.loop.harness import QuietProgress, flags_for, write_problem
+from tests.loop.harness import QuietProgress, flags_for, start, write_problem
 
 
 class Killed(Exception):
@@ -40,17 +39,7 @@ def create_signed(tmp_path: Path, fake: FakeEndpoint, monkeypatch: pytest.Monkey
     flags = flags_for(fake, home, signing_key="keys/solver-ed25519.key")
     resolved = resolve_settings(flags=flags, env={}, cwd=home)
     with pytest.raises(Killed) as killed:
-        asyncio.run(
-            start_run(
-                load_problem(problem_path),
-                problem_path,
-                resolved,
-                evaluation=False,
-                argv=[],
-                make_progress=QuietProgress,
-                on_created=_die,
-            )
-        )
+        start(problem_path, resolved, on_created=_die)
     return (home / Path(str(killed.value))).resolve()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -14,13 +13,12 @@ import pytest
 
 from solver.config import resolve_settings
 from solver.errors import EndpointUnavailable
-from solver.problems import load_problem
-from solver.runner import seconds_between, start_run
+from solver.runner import seconds_between
 from solver.status import run_status
 from solver.store import RunReader
 from tests.fakes.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
-from tests.loop.harness import QuietProgress, flags_for, write_problem
+from tests.loop.harness import QuietProgress, flags_for, start, write_problem
 from tests.loop.subproc import json_lines, run, solve_args, spawn
 
 
@@ -40,16 +38,11 @@ def test_endpoint_lost_mid_run_is_recorded_as_such(tmp_path: Path) -> None:
         flags = flags_for(fake, tmp_path, **{"retry.endpoint_wait_s": 1.0})
         resolved = resolve_settings(flags=flags, env={}, cwd=tmp_path)
         with pytest.raises(EndpointUnavailable):
-            asyncio.run(
-                start_run(
-                    load_problem(problem_path),
-                    problem_path,
-                    resolved,
-                    evaluation=False,
-                    argv=[],
-                    make_progress=stopping_after_first_call(fake),
-                    on_created=run_dirs.append,
-                )
+            start(
+                problem_path,
+                resolved,
+                make_progress=stopping_after_first_call(fake),
+                on_created=run_dirs.append,
             )
     ended = [r for r in RunReader(run_dirs[0]).records() if r.type == "session.ended"]
     assert [r.data["reason"] for r in ended] == ["endpoint_unavailable"]
