@@ -42,11 +42,11 @@ demo: local
 	  "it cannot solve olympiad problems"
 
 lint: install-test
-	$(BIN)/ruff check solver roles serve tests bench
-	$(BIN)/ruff format --check solver roles serve tests bench
+	$(BIN)/ruff check solver tests bench
+	$(BIN)/ruff format --check solver tests bench
 
 typecheck: install-test
-	$(BIN)/mypy solver roles serve
+	$(BIN)/mypy solver
 
 # Debian's Chromium renders the HTML report in the report tests (headless, no network).
 browser:

@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import solver.audit as audit_module  # noqa: E402
-from solver.audit import audit_run, default_checks, store_checks  # noqa: E402
+from solver.audit.checks import audit_run, default_checks, store_checks  # noqa: E402
+from solver.audit.checks import checks as audit_module  # noqa: E402
 from solver.store import RunStore, canonical_json  # noqa: E402
 from solver.store.blobs import BlobStore  # noqa: E402
 from solver.store.journal import line_hash  # noqa: E402
@@ -140,7 +140,7 @@ def real_run(run_dir: Path, calls: int) -> None:
     """A real run of ``calls`` model calls (every candidate keeps a flaw, so the run spends
     its whole budget), made by the loop against the scripted fake endpoint."""
     from bench.report import make_run, never_accepted
-    from tests.fakes.fake_endpoint import FakeEndpoint
+    from solver.testing.fake_endpoint import FakeEndpoint
 
     with FakeEndpoint(never_accepted) as fake:
         make_run(fake.url, run_dir, calls)

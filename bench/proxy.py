@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         telemetry = Path(scratch) / "telemetry.sqlite"
         code = (
             "from pathlib import Path; "
-            "from serve.proxy import quick_config, serve, with_overrides; "
+            "from solver.proxy import quick_config, serve, with_overrides; "
             f"serve(with_overrides(quick_config('{upstream}/v1', 'chat', host='127.0.0.1', "
             f"port={proxy_port}, upstream_model='fake'), telemetry=Path('{telemetry}')))"
         )

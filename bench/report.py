@@ -30,13 +30,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from solver.config import resolve_settings  # noqa: E402
-from solver.evaluate import quiet_progress  # noqa: E402
-from solver.problems import Problem  # noqa: E402
-from solver.report import load_report  # noqa: E402
-from solver.report_html import render_html  # noqa: E402
-from solver.report_md import render_markdown  # noqa: E402
-from solver.runner import read_state, start_run  # noqa: E402
-from tests.fakes.fake_endpoint import FakeEndpoint, RecordedRequest, Reply  # noqa: E402
+from solver.evaluation.evaluate import quiet_progress  # noqa: E402
+from solver.problems.files import Problem  # noqa: E402
+from solver.report.html import render_html  # noqa: E402
+from solver.report.load import load_report  # noqa: E402
+from solver.report.markdown import render_markdown  # noqa: E402
+from solver.run.session import read_state, start_run  # noqa: E402
+from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply  # noqa: E402
 from tests.report.responders import role_of  # noqa: E402
 
 STEP = (

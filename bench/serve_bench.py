@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from serve.bench import BenchOptions, LevelResult, load_dataset, run_bench  # noqa: E402
+from solver.serve.bench import BenchOptions, LevelResult, load_dataset, run_bench  # noqa: E402
 
 
 def free_port() -> int:

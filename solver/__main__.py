@@ -1,5 +1,5 @@
 """`python -m solver` is `solver`."""
 
-from solver.cli import main
+from solver.cli.main import main
 
 main()

@@ -19,13 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-import roles
-from roles import grader, reviewer, reviser, selector, verifier
+from solver import roles
 from solver.llm import Completion
 from solver.loop.policy import selection_pool
 from solver.loop.state import CallState, RunState, confirmed_findings
-from solver.problems import Problem
+from solver.problems.files import Problem
 from solver.records import ArtifactPut, BlobLink, InputLink
+from solver.roles import grader, reviewer, reviser, selector, verifier
 from solver.store import BlobRef, RunStore
 
 # A cautious bytes-per-token ratio for budget estimates (English and LaTeX run nearer four).

@@ -32,10 +32,10 @@ from solver.llm import (
 from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportError
 from solver.llm.events import Role
 from solver.loop.contexts import ContextBuilder, tokens_estimate
-from solver.loop.journal import CallObserver
-from solver.loop.journal import Progress as Progress  # re-exported: callers import it here
-from solver.loop.journal import Recorder as Recorder
 from solver.loop.policy import Finish, PolicyConfig, decide
+from solver.loop.recorder import CallObserver
+from solver.loop.recorder import Progress as Progress  # re-exported: callers import it here
+from solver.loop.recorder import Recorder as Recorder
 from solver.loop.state import CallState
 from solver.records import (
     CallCancelled,

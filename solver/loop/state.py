@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from roles import verifier
 from solver.records import LOOP_RECORD_TYPES, LoopRecord
+from solver.roles import verifier
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from solver.cli import main
+from solver.cli.main import main
 from solver.config import resolve_settings
 from solver.errors import ConfigError
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from solver.commands import eval as eval_command
+from solver.cli import eval as eval_command
 from solver.errors import EXIT_INTERRUPTED
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from solver.commands.run import _print_outcome
-from solver.runner import RunOutcome
+from solver.cli.run import _print_outcome
+from solver.run.session import RunOutcome
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ import json
 
 from rich.console import Console
 
+from solver.cli.progress import JsonProgress, LiveProgress
 from solver.loop.state import CallState, LineageState, RunState
-from solver.progress import JsonProgress, LiveProgress
 
 BUDGET = {"wall_s": None, "tokens": None, "calls": None}
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver import __version__
-from solver.cli import main
+from solver.cli.main import main
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

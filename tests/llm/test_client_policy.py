@@ -23,7 +23,7 @@ from solver.llm import (
 )
 from solver.llm._policy import Wait as _Wait
 from solver.llm._policy import retry_after_seconds, status_error
-from tests.fakes.fake_endpoint import FakeEndpoint, Reply
+from solver.testing.fake_endpoint import FakeEndpoint, Reply
 from tests.llm.recorder import Recorder
 
 REQUEST = Request(model="m", messages=(Message.text("user", "hi"),), max_tokens=64)

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
@@ -86,11 +86,11 @@ def test_runs_as_its_own_process_and_stops_on_sigterm() -> None:
         [
             sys.executable,
             "-m",
-            "tests.fakes.fake_endpoint",
+            "solver.testing.fake_endpoint",
             "--port",
             "0",
             "--responder",
-            "tests.fakes.fake_endpoint:echo_responder",
+            "solver.testing.fake_endpoint:echo_responder",
         ],
         stdout=subprocess.PIPE,
         text=True,

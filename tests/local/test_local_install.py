@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from solver import local, local_build
+from solver.local import build as local_build
+from solver.local import model as local
 
 REAL_PYTHON = sys.executable  # the fixture below replaces sys.executable
 NO_PIP = "echo '/venv/bin/python: No module named pip' >&2\nexit 1"

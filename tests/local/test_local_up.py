@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from solver import local
-from solver.commands.local import group
+from solver.cli.local import group
 from solver.endpoint_file import read_descriptor
+from solver.local import model as local
 
 
 @pytest.fixture

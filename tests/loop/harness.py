@@ -10,9 +10,9 @@ from typing import Any
 
 from solver.config import ResolvedSettings, resolve_settings
 from solver.loop.state import RunState
-from solver.problems import load_problem
-from solver.runner import RunOutcome, read_state, resume_run, start_run
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.problems.files import load_problem
+from solver.run.session import RunOutcome, read_state, resume_run, start_run
+from solver.testing.fake_endpoint import FakeEndpoint
 
 
 class QuietProgress:
@@ -143,7 +143,7 @@ def state_of(run_dir: Path) -> RunState:
 
 
 def audit_ok(run_dir: Path) -> None:
-    from solver.audit import audit_run
+    from solver.audit.checks import audit_run
 
     report = audit_run(run_dir)
     failing = [c for c in report.checks if c.status == "fail"]

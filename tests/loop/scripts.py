@@ -5,7 +5,7 @@ scripted model would. Answers depend only on the request's content, never on ord
 that is killed and resumed sees exactly the answers an uninterrupted run sees.
 
 Usable in-process (``FakeEndpoint(responder)``) and by the fake as its own process
-(``python -m tests.fakes.fake_endpoint --responder tests.loop.scripts:solved``).
+(``python -m solver.testing.fake_endpoint --responder tests.loop.scripts:solved``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Callable
 
-from tests.fakes.fake_endpoint import RecordedRequest, Reply
+from solver.testing.fake_endpoint import RecordedRequest, Reply
 
 MARK_REASONING = "MARKER-REASONING-7f3a"
 MARK_REPORT = "MARKER-REPORT-19c2"

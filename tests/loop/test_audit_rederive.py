@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-import roles
-from roles.templates import environment_from, render_template, template_source
-from solver.audit import AuditContext, audit_run
-from solver.audit_calls import check_isolation
+from solver import roles
+from solver.audit.calls import check_isolation
+from solver.audit.checks import AuditContext, audit_run
 from solver.llm import Message, encode_request, request_from_params
+from solver.roles.templates import environment_from, render_template, template_source
 from solver.store import Record, RunReader, RunStore
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.forge import failing, rewrite
 from tests.loop.harness import EVAL_PROBLEM, solve

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from solver.audit import audit_run
+from solver.audit.checks import audit_run
 from solver.store import RunStore
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.forge import failing, rewrite
 from tests.loop.harness import EVAL_PROBLEM, solve

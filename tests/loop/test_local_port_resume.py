@@ -12,12 +12,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from solver.audit import AuditReport, audit_run
+from solver.audit.checks import AuditReport, audit_run
 from solver.config import resolve_settings
 from solver.endpoint_file import EndpointDescriptor, write_descriptor
 from solver.store import RunReader, canonical_json
 from solver.store.journal import line_hash
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import flags_for, resume, start, write_problem
 

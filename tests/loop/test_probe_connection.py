@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.audit import audit_run
+from solver.audit.checks import audit_run
 from solver.store import RunReader
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import solve
 

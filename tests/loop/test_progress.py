@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from solver.progress import JsonProgress, LiveProgress
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.cli.progress import JsonProgress, LiveProgress
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import solve, state_of
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from roles import verifier
-from tests.fakes.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from solver.roles import verifier
+from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
 from tests.loop import scripts
 from tests.loop.harness import audit_ok, solve, state_of
 

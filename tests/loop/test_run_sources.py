@@ -13,8 +13,8 @@ import pytest
 from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, write_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged, exit_code_for
-from solver.run_sources import resume_endpoint
-from solver.runner import resolve_endpoint
+from solver.run.session import resolve_endpoint
+from solver.run.sources import resume_endpoint
 
 GGUF = "ab" * 32
 

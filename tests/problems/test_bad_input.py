@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from solver.commands.problem import problem
+from solver.cli.problem import problem
 from solver.errors import EXIT_INPUT, InputError
-from solver.problem_sets import load_problem_set
-from solver.problems import MAX_PROBLEM_BYTES, load_problem
+from solver.problems.files import MAX_PROBLEM_BYTES, load_problem
+from solver.problems.sets import load_problem_set
 
 # name -> (file name, bytes to write or None for "create nothing", fragment of the message)
 PROBLEM_FILE_CASES: dict[str, tuple[str, bytes | None, str]] = {

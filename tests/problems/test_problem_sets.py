@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from solver.commands.problem import problem
-from solver.problem_sets import load_problem_set, parse_mapping
-from solver.problems import statement_digest
+from solver.cli.problem import problem
+from solver.problems.files import statement_digest
+from solver.problems.sets import load_problem_set, parse_mapping
 
 FIXTURES = Path(__file__).resolve().parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"

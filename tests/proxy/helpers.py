@@ -13,8 +13,8 @@ from typing import Any
 import anthropic
 import openai
 
-from serve.proxy import Deadlines, Provider, ProxyConfig, ProxyServer
-from tests.fakes.fake_endpoint import FakeEndpoint, Reply
+from solver.proxy import Deadlines, Provider, ProxyConfig, ProxyServer
+from solver.testing.fake_endpoint import FakeEndpoint, Reply
 
 FRONTS = ("anthropic", "chat", "responses")
 UPSTREAMS = ("chat", "responses", "anthropic")

@@ -9,8 +9,8 @@ from pathlib import Path
 import httpx
 from click.testing import CliRunner
 
-from serve.proxy import Provider, ProxyConfig, ProxyServer, load_config
-from serve.proxy._app import build_app
+from solver.proxy import Provider, ProxyConfig, ProxyServer, load_config
+from solver.proxy._app import build_app
 from tests.proxy.test_cli import _config, cli
 
 LAN = ("192.168.1.20", 50000)

@@ -11,8 +11,8 @@ import anthropic
 import openai
 import pytest
 
-from serve.proxy import ProxyServer
-from tests.fakes.fake_endpoint import Reply
+from solver.proxy import ProxyServer
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import FRONTS, Seen, ask, by_user_text, proxied
 
 DONE = b"data: [DONE]\n\n"

@@ -10,8 +10,8 @@ import anthropic
 import openai
 import pytest
 
-from serve.proxy._signature import unwrap
-from tests.fakes.fake_endpoint import Reply
+from solver.proxy._signature import unwrap
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import FRONTS, anthropic_client, ask, by_user_text, proxied
 
 

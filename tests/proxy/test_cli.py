@@ -12,9 +12,9 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from serve.proxy import ProxyServer, load_config
-from solver.commands.proxy import config_agents, group
-from tests.fakes.fake_endpoint import FakeEndpoint, Reply
+from solver.cli.proxy import config_agents, group
+from solver.proxy import ProxyServer, load_config
+from solver.testing.fake_endpoint import FakeEndpoint, Reply
 from tests.proxy.helpers import ask
 
 
@@ -210,7 +210,7 @@ def test_quick_start_serves_until_terminated(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     root = Path(__file__).resolve().parents[2]
-    code = "import sys; from solver.commands.proxy import group; group(sys.argv[1:])"
+    code = "import sys; from solver.cli.proxy import group; group(sys.argv[1:])"
     with FakeEndpoint(lambda _: Reply(text="quick"), served_model="glm-served") as fake:
         process = subprocess.Popen(
             [sys.executable, "-c", code, "--upstream", fake.url + "/v1", "--port", str(port)],

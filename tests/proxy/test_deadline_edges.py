@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from serve.proxy import Deadlines
-from tests.fakes.fake_endpoint import Fault, Reply
+from solver.proxy import Deadlines
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import FRONTS, ask, proxied
 from tests.proxy.test_liveness import ERRORS, _protocol_error
 

@@ -8,7 +8,7 @@ import ssl
 
 import pytest
 
-from serve.proxy._http1 import Dechunker, Http1Error, Http1Pool
+from solver.proxy._http1 import Dechunker, Http1Error, Http1Pool
 
 BODY = b'data: {"a":"\xe4\xbd\xa0"}\n\n' * 3 + b"data: [DONE]\n\n"
 

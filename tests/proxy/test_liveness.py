@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from serve.proxy import Deadlines
-from tests.fakes.fake_endpoint import Fault, Reply
+from solver.proxy import Deadlines
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import FRONTS, ask, proxied
 
 FAST = Deadlines(first_byte=0.6, idle=0.4, keepalive=0.1, open_after=0.05, max_wall=60)

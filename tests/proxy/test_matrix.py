@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from serve.proxy import ProxyServer
-from tests.fakes.fake_endpoint import FakeEndpoint, Reply
+from solver.proxy import ProxyServer
+from solver.testing.fake_endpoint import FakeEndpoint, Reply
 from tests.proxy.helpers import FRONTS, UPSTREAMS, ask, by_user_text, proxied
 
 REPLIES = {

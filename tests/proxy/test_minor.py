@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.fakes.fake_endpoint import Fault, Reply
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import proxied
 
 

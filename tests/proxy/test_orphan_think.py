@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from serve.proxy._config import ProxyConfigError, load_config
-from tests.fakes.fake_endpoint import Reply
+from solver.proxy._config import ProxyConfigError, load_config
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import FRONTS, ask, proxied
 
 ORPHAN = "let me think about it</think>The answer is 4."

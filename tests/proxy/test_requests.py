@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.fakes.fake_endpoint import Reply
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import anthropic_client, openai_client, proxied
 
 PIXEL = (
@@ -104,7 +104,7 @@ def test_chat_front_reasoning_effort_and_stop_reach_the_upstream() -> None:
 
 
 def test_long_tool_names_are_shortened_upstream_and_restored() -> None:
-    from serve.proxy._toolnames import short_name
+    from solver.proxy._toolnames import short_name
 
     long_name = "mcp__a_very_long_server_name_for_testing__and_an_even_longer_tool_name_here"
     short = short_name(long_name)

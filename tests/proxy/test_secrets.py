@@ -10,10 +10,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve.proxy import Provider, ProxyConfig, ProxyServer
-from serve.proxy._upstream import redact
-from tests.fakes import fake_wire
-from tests.fakes.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.proxy import Provider, ProxyConfig, ProxyServer
+from solver.proxy._upstream import redact
+from solver.testing import fake_wire
+from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
 
 SECRET = "sk-live-0123456789-SECRET"
 _BODIES = {

@@ -10,9 +10,9 @@ from typing import Any
 import anthropic
 import pytest
 
-from serve.proxy import Provider, ProxyConfig, ProxyServer
-from serve.proxy._signature import wrap
-from tests.fakes.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.proxy import Provider, ProxyConfig, ProxyServer
+from solver.proxy._signature import wrap
+from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
 from tests.proxy.helpers import TOOLS_A, anthropic_client
 
 REFUSAL = "messages.1.content.0: Invalid `signature` in `thinking` block"

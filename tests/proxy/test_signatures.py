@@ -9,9 +9,9 @@ from typing import Any
 
 import httpx
 
-from serve.proxy import BRIDGE_PREFIX, Provider, ProxyConfig, ProxyServer
-from serve.proxy._signature import unwrap, wrap
-from tests.fakes.fake_endpoint import FakeEndpoint, Reply
+from solver.proxy import BRIDGE_PREFIX, Provider, ProxyConfig, ProxyServer
+from solver.proxy._signature import unwrap, wrap
+from solver.testing.fake_endpoint import FakeEndpoint, Reply
 from tests.proxy.helpers import anthropic_client
 
 

@@ -19,8 +19,8 @@ import anthropic
 import openai
 import pytest
 
-from serve.proxy import Deadlines
-from tests.fakes.fake_endpoint import Fault, Reply
+from solver.proxy import Deadlines
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import FRONTS, ask, proxied
 
 CLIENTS = 32

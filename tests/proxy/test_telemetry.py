@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve.proxy import (
+from solver.proxy import (
     BRIDGE_PREFIX,
     Price,
     Provider,
@@ -20,8 +20,8 @@ from serve.proxy import (
     ProxyServer,
     summarise,
 )
-from serve.proxy._signature import wrap
-from tests.fakes.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.proxy._signature import wrap
+from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
 from tests.proxy.helpers import anthropic_client, ask, proxied
 
 SECRET = "sk-test-very-secret-key-123"

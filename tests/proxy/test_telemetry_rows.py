@@ -9,9 +9,9 @@ from pathlib import Path
 
 import httpx
 
-from serve.proxy import summarise
-from serve.proxy._telemetry import RequestRecord, TelemetryWriter
-from tests.fakes.fake_endpoint import Reply
+from solver.proxy import summarise
+from solver.proxy._telemetry import RequestRecord, TelemetryWriter
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import proxied
 
 OLD_SCHEMA = """

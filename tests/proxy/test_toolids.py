@@ -9,8 +9,8 @@ import re
 import httpx
 import pytest
 
-from serve.proxy._toolids import for_anthropic, original
-from tests.fakes.fake_endpoint import Reply
+from solver.proxy._toolids import for_anthropic, original
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import TOOLS_A, anthropic_client, proxied
 
 KIMI_ID = "functions.get_weather:0"

@@ -11,7 +11,7 @@ import itertools
 import threading
 from collections.abc import Callable
 
-from tests.fakes.fake_endpoint import RecordedRequest, Reply
+from solver.testing.fake_endpoint import RecordedRequest, Reply
 from tests.loop.scripts import FLAW_FINDING, GOOD_PROOF, json_reply, role_of
 
 __all__ = ["GOOD_PROOF", "calibration_grader", "disagreeing_graders", "olympiad", "slow"]

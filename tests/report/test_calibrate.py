@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from solver.commands.eval import eval_group
-from solver.evaluate_calibrate import load_graded
-from solver.evaluate_scores import agreement, pearson, ranks
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.cli.eval import eval_group
+from solver.evaluation.calibrate import load_graded
+from solver.evaluation.scores import agreement, pearson, ranks
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.report.responders import calibration_grader
 
 DATA = Path(__file__).parent / "data"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from solver.commands.eval import eval_group
-from solver.evaluate_scores import RunScore, score_from_result, summarise
-from tests.fakes.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from solver.cli.eval import eval_group
+from solver.evaluation.scores import RunScore, score_from_result, summarise
+from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
 from tests.loop.harness import audit_ok
 from tests.loop.scripts import json_reply, role_of
 from tests.report.responders import disagreeing_graders, olympiad, slow
@@ -143,7 +143,7 @@ def test_eval_resumes_after_a_kill_without_repeating_finished_runs(tmp_path: Pat
     with FakeEndpoint(slow(olympiad, 0.004)) as fake:
         args = eval_args(set_path, out, fake.url, "--runs", "2", "--concurrency-problems", "2")
         child = subprocess.Popen(
-            [sys.executable, "-m", "solver.cli", "eval", *args],
+            [sys.executable, "-m", "solver.cli.main", "eval", *args],
             cwd=REPO,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from solver.commands.eval import eval_group
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.cli.eval import eval_group
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.report.responders import olympiad
 from tests.report.test_eval import PROBLEMS, eval_args, write_set
 

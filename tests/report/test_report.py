@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from solver.commands.report import report
-from solver.report import load_report
-from solver.report_html import render_html
-from solver.report_tex import tex_to_html
+from solver.cli.report import report
+from solver.report.html import render_html
+from solver.report.latex import tex_to_html
+from solver.report.load import load_report
 from solver.store import RunStore
 from tests.report.conftest import cut_journal
 from tests.report.responders import GOOD_PROOF
@@ -171,7 +171,7 @@ def test_html_in_headless_chromium_shows_proof_and_lineage(
 ) -> None:
     page = tmp_path / "report.html"
     subprocess.run(  # through the installed command line, as a person would
-        [sys.executable, "-m", "solver.cli", "report", str(finished_run), "--html", str(page)],
+        [sys.executable, "-m", "solver.cli.main", "report", str(finished_run), "--html", str(page)],
         check=True,
         capture_output=True,
         timeout=120,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from solver.commands.eval import eval_group
-from solver.commands.report import report
-from solver.report import load_report
-from solver.report_html import render_html
-from solver.report_md import render_markdown
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.cli.eval import eval_group
+from solver.cli.report import report
+from solver.report.html import render_html
+from solver.report.load import load_report
+from solver.report.markdown import render_markdown
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.report.responders import calibration_grader
 
 

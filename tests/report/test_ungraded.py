@@ -6,14 +6,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from solver.evaluate import Job, JobResult
-from solver.evaluate_calibrate import GradedProof, calibration_markdown, calibration_report
-from solver.evaluate_output import results_json, results_markdown, score_line
-from solver.evaluate_scores import score_from_result, summarise
-from solver.problems import Problem
-from solver.report import _evaluation, load_report
-from solver.report_html import render_html
-from solver.report_md import render_markdown
+from solver.evaluation.calibrate import GradedProof, calibration_markdown, calibration_report
+from solver.evaluation.evaluate import Job, JobResult
+from solver.evaluation.output import results_json, results_markdown, score_line
+from solver.evaluation.scores import score_from_result, summarise
+from solver.problems.files import Problem
+from solver.report.html import render_html
+from solver.report.load import _evaluation, load_report
+from solver.report.markdown import render_markdown
 
 RESULT = {
     "outcome": "partial",

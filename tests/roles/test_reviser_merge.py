@@ -4,8 +4,8 @@ already counts them as one."""
 
 from __future__ import annotations
 
-from roles import reviser
-from roles.verifier import Finding
+from solver.roles import reviser
+from solver.roles.verifier import Finding
 
 
 def _finding(ident: str, severity: str, location: str, explanation: str) -> Finding:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-import roles
-from roles import generator, grader, reviewer, reviser, selector, verifier
+from solver import roles
+from solver.roles import generator, grader, reviewer, reviser, selector, verifier
 
 REASONING = "MARKER-GENERATOR-REASONING"
 SELF_CLAIM = "MARKER-SELF-ASSESSMENT"

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import roles
-from roles import generator, grader, reviewer, reviser, selector, verifier
+from solver import roles
+from solver.roles import generator, grader, reviewer, reviser, selector, verifier
 
 GENERATOR_REPLY = """<think>Let me try small cases. SECRET-REASONING-MARKER</think>
 I will now write the solution.

@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Callable
 
-from tests.fakes.fake_endpoint import RecordedRequest, Reply
+from solver.testing.fake_endpoint import RecordedRequest, Reply
 
 Brain = Callable[[RecordedRequest], Reply]
 

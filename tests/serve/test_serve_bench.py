@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from serve.bench import (
+from solver.cli.serve import group
+from solver.errors import InputError
+from solver.serve.bench import (
     BenchOptions,
     LevelResult,
     load_dataset,
@@ -23,9 +25,7 @@ from serve.bench import (
     run_bench,
     summary_json,
 )
-from solver.commands.serve import group
-from solver.errors import InputError
-from tests.fakes.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
 from tests.serve.fake_sglang import FakeSGLang
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from serve.canary import (
+from solver.errors import ConfigError, EndpointUnavailable
+from solver.serve.canary import (
     CanaryOptions,
     CanaryReport,
     apply_baseline,
@@ -18,9 +19,8 @@ from serve.canary import (
     render_table,
     run_canary,
 )
-from solver.errors import ConfigError, EndpointUnavailable
-from tests.fakes import fake_endpoint
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.testing import fake_endpoint
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.serve import canary_brain as brain
 
 OPTIONS = CanaryOptions(repeats=3, batch_sizes=(4,), chain_steps=300, timeout=60)

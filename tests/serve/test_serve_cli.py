@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from solver.commands.serve import group
-from tests.fakes.fake_endpoint import FakeEndpoint
+from solver.cli.serve import group
+from solver.testing.fake_endpoint import FakeEndpoint
 from tests.serve import canary_brain as brain
 
 
@@ -36,8 +36,8 @@ def test_command_prints_argv_env_and_container() -> None:
 
 def test_command_prints_the_pinned_pip_requirements(monkeypatch: pytest.MonkeyPatch) -> None:
     # the README installs what --pip prints; `serve up` must then accept the installed version
-    from serve import launch
-    from serve.recipe import load_recipe, render
+    from solver.serve import launch
+    from solver.serve.recipe import load_recipe, render
 
     code, out, _ = invoke("command", "glm52-fp8-mi355x", "--pip")
     assert code == 0

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from serve.launch import check_installed, installed_version, pick_process, plan_recipe
-from serve.recipe import load_recipe, render
 from solver.errors import ConfigError, InputError
+from solver.serve.launch import check_installed, installed_version, pick_process, plan_recipe
+from solver.serve.recipe import load_recipe, render
 
 
 def test_api_key_is_passed_but_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,9 +111,9 @@ def test_descriptor_is_withdrawn_between_a_crash_and_the_next_ready(
     import socket
     import threading
 
-    from serve.launch import plan_command, run_plan
-    from serve.supervisor import Policy, Supervisor
     from solver.endpoint_file import read_descriptor
+    from solver.serve.launch import plan_command, run_plan
+    from solver.serve.supervisor import Policy, Supervisor
 
     monkeypatch.delenv("SOLVER_ENDPOINT_FILE", raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

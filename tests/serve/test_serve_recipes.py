@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from serve.option_table import available_versions, load_table
-from serve.recipe import EnvSpec, parse_recipe, recipe_names, render
-from serve.recipe import load_recipe as load
-from serve.validate import errors_of, validate_args, validate_deployment
 from solver.errors import ConfigError, InputError, NotFound
+from solver.serve.option_table import available_versions, load_table
+from solver.serve.recipe import EnvSpec, parse_recipe, recipe_names, render
+from solver.serve.recipe import load_recipe as load
+from solver.serve.validate import errors_of, validate_args, validate_deployment
 
 REFERENCE_GLM52 = [
     "--model-path",
@@ -298,14 +298,14 @@ def test_the_release_floor_follows_the_features_the_argv_uses(
     name: str, overrides: list[str], floor: str, needs: str
 ) -> None:
     # min_image (the Block-FP8 fix) is older than these flags: it is not the recipe's floor
-    from serve.minimums import minimum_sglang
+    from solver.serve.minimums import minimum_sglang
 
     found = minimum_sglang(render(load(name), overrides))
     assert found.version == floor and needs in found.needs
 
 
 def test_a_pin_older_than_the_release_floor_is_an_error() -> None:
-    from serve.minimums import floor_findings
+    from solver.serve.minimums import floor_findings
 
     deployment = render(load("glm52-fp8-mi355x"))
     assert floor_findings(deployment) == []

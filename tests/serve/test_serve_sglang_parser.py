@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from serve.option_table import load_table
-from serve.recipe import all_recipes, render
+from solver.serve.option_table import load_table
+from solver.serve.recipe import all_recipes, render
 
 pytestmark = pytest.mark.sglang
 

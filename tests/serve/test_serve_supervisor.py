@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from serve.supervisor import Event, Policy, Supervisor
+from solver.serve.supervisor import Event, Policy, Supervisor
 
 FAST = Policy(
     startup_timeout=60,
@@ -225,7 +225,7 @@ def test_ctrl_c_stops_server_and_its_children(tmp_path: Path) -> None:
         "XDG_STATE_HOME": str(state),
         "SOLVER_ENDPOINT_FILE": str(tmp_path / "endpoint.json"),
     }
-    code = "from solver.commands.serve import group; group()"
+    code = "from solver.cli.serve import group; group()"
     server = fake_argv(port, "--child-pid-file", str(child_file))
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-c", code, "supervise", "--url", url, "--liveness-interval", "0.1"]
@@ -255,7 +255,7 @@ def test_ctrl_c_stops_server_and_its_children(tmp_path: Path) -> None:
 
 def test_server_without_deep_probe_is_logged_once(tmp_path: Path) -> None:
     """A non-SGLang server (404 on /health_generate) is not 'slow' forever: logged once."""
-    from tests.fakes.fake_endpoint import FakeEndpoint, Reply
+    from solver.testing.fake_endpoint import FakeEndpoint, Reply
 
     with FakeEndpoint(lambda request: Reply(text="x")) as fake:
         argv = [sys.executable, "-c", "import time; time.sleep(60)"]

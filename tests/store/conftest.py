@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.audit import AuditReport, Check, audit_run, store_checks
+from solver.audit.checks import AuditReport, Check, audit_run, store_checks
 from solver.store import BlobRef, RunStore, generate_key_pair
 
 MANIFEST = {
@@ -72,7 +72,7 @@ def build_run(run_dir: Path, key: Path | None = None, *, seal_every: int = 4) ->
 
 def audit_store(run_dir: Path, public_key: Path | None = None) -> AuditReport:
     """The audit with the store's own checks only: these runs hold synthetic records, not
-    the loop's, so the loop's semantic checks (solver/audit_calls.py) do not apply."""
+    the loop's, so the loop's semantic checks (solver/audit/calls.py) do not apply."""
     return audit_run(run_dir, public_key=public_key, checks=store_checks())
 
 

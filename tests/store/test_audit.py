@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from solver.audit import (
+from solver.audit.checks import (
     _REGISTERED,
     MAX_ROWS_PER_CHECK,
     AuditContext,
@@ -25,10 +25,10 @@ from solver.audit import (
     statuses,
     store_checks,
 )
-from solver.audit_signatures import check_seals
-from solver.commands.audit import audit
-from solver.commands.keys import default_key_dir
-from solver.commands.keys import keys as keys_group
+from solver.audit.signatures import check_seals
+from solver.cli.audit import audit
+from solver.cli.keys import default_key_dir
+from solver.cli.keys import keys as keys_group
 from solver.store import RunReader, RunStore, StorageFull, canonical_json
 from solver.store.attest import PAYLOAD_INTOTO, PAYLOAD_SEAL, load_private_key, sign_envelope
 

@@ -1,0 +1,347 @@
+"""Audit checks that understand the loop's records (registered into ``solver audit``; the
+``prompts`` and ``network`` checks live in ``audit_prompts`` and ``audit_network``).
+
+- calls: every attempt started has exactly one outcome; every call planned has one ending.
+- isolation: the manifest's policy is this solver's policy and no call offered tools; every
+  input of every call is of a kind the policy allows its role, is exactly the artifact it
+  names, and reference material reached only evaluation graders after the solve phase; proofs
+  and reports are re-derived from the raw responses, so no reasoning or self-assessment can
+  hide in them; the derived inputs (a reviser's confirmed findings, a selector's anonymised
+  proofs) are rebuilt from the journal by the loop's own code and must match byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from solver import roles
+from solver.audit.checks import AuditContext, Check, Status, capped, register_check
+from solver.audit.records import digest_of, read_blob, records_of, row_about
+from solver.llm import (
+    decode_body,
+    decode_stream,
+    fold_events,
+)
+from solver.loop.contexts import ContextBuilder
+from solver.loop.state import CallState, RunState
+from solver.problems.files import Problem
+from solver.roles import verifier
+from solver.store import BlobRef, Record, RunStore
+
+REFERENCE_KINDS = ("reference_solution", "grading_guidelines")
+TERMINAL_ATTEMPT = ("llm.completed", "llm.failed", "llm.abandoned")
+TERMINAL_CALL = ("call.completed", "call.failed", "call.cancelled")
+
+
+@register_check
+def check_call_outcomes(ctx: AuditContext) -> list[Check]:
+    finished = ctx.finished is not None
+    rows: list[Check] = []
+    open_attempts: dict[tuple[str, int], Record] = {}
+    open_calls: dict[str, Record] = {}
+    for rec in ctx.records:
+        call = str(rec.data.get("call_id", ""))
+        if rec.type == "llm.started":
+            open_attempts[(call, rec.data["attempt"])] = rec
+        elif rec.type in TERMINAL_ATTEMPT:
+            key = (call, rec.data["attempt"])
+            if key not in open_attempts:
+                rows.append(
+                    row_about(
+                        ctx,
+                        "calls",
+                        "fail",
+                        f"{rec.type} for {call} attempt {key[1]} that is not open",
+                        rec,
+                    )
+                )
+            open_attempts.pop(key, None)
+        elif rec.type == "call.planned":
+            if call in open_calls:
+                rows.append(row_about(ctx, "calls", "fail", f"{call} planned twice", rec))
+            open_calls[call] = rec
+        elif rec.type in TERMINAL_CALL and open_calls.pop(call, None) is None:
+            rows.append(
+                row_about(
+                    ctx, "calls", "fail", f"{rec.type} for {call}, which is not in flight", rec
+                )
+            )
+    status: Status = "fail" if finished else "warn"
+    for (call, attempt), rec in open_attempts.items():
+        rows.append(
+            row_about(
+                ctx, "calls", status, f"{call} attempt {attempt} started and has no outcome", rec
+            )
+        )
+    for call, rec in open_calls.items():
+        rows.append(
+            Check(name="calls", status=status, detail=f"{call} has no ending", where=ctx.at(rec))
+        )
+    if not rows:
+        planned = len(records_of(ctx, "call.planned"))
+        started = len(records_of(ctx, "llm.started"))
+        rows.append(
+            Check(
+                name="calls",
+                status="pass",
+                detail=f"{planned} calls, {started} attempts, each with exactly one outcome",
+            )
+        )
+    return capped("calls", rows)
+
+
+def _field_matches(value: Any, links: list[dict[str, Any]], texts: dict[str, bytes]) -> bool:
+    if isinstance(value, str):
+        return len(links) == 1 and digest_of(value.encode()) == links[0]["blob"]
+    if isinstance(value, list):
+        if len(links) == 1 and links[0]["blob"] in texts:
+            try:
+                return bool(json.loads(texts[links[0]["blob"]]) == value)
+            except ValueError:
+                return False
+        return [digest_of(str(v).encode()) for v in value] == [link["blob"] for link in links]
+    return value is None and not links
+
+
+@dataclass
+class _Attempts:
+    """Attempts by call, indexed once: looking them up per artifact would scan the journal
+    once per proof or report, quadratic on long runs."""
+
+    started: dict[tuple[str, int], Record] = field(default_factory=dict)
+    completed: dict[str, Record] = field(default_factory=dict)
+
+    @classmethod
+    def index(cls, ctx: AuditContext) -> _Attempts:
+        found = cls()
+        for rec in ctx.records:
+            if rec.type == "llm.started":
+                found.started[(str(rec.data.get("call_id")), rec.data["attempt"])] = rec
+            elif rec.type == "llm.completed":
+                found.completed.setdefault(str(rec.data.get("call_id")), rec)
+        return found
+
+
+def _response_text(ctx: AuditContext, attempts: _Attempts, call_id: str) -> str | None:
+    rec = attempts.completed.get(call_id)
+    if rec is None:
+        return None
+    request = attempts.started[(call_id, rec.data["attempt"])]
+    raw = read_blob(ctx, rec.data["response"]["blob"])
+    api = request.data["api"]
+    if request.data["params"].get("stream", True):
+        events = list(decode_stream(api, [raw]))
+    else:
+        events = decode_body(api, raw)
+    return fold_events(events, reasoning=request.data["params"].get("reasoning")).text
+
+
+def _derivation_ok(
+    ctx: AuditContext, attempts: _Attempts, artifact: dict[str, Any], content: bytes
+) -> bool:
+    text = _response_text(ctx, attempts, artifact["producer"])
+    if text is None:
+        return False
+    if artifact["kind"] == "proof_text":
+        return roles.extract_proof(text).proof.encode() == content
+    return verifier.format_report(verifier.parse(text)).encode() == content
+
+
+class _DigestOnlyStore:
+    """What ContextBuilder asks of a store, read-only: reads come from the run and a "write"
+    only names the bytes, so the audit runs the loop's own derivation and writes nothing."""
+
+    def __init__(self, ctx: AuditContext) -> None:
+        self.ctx = ctx
+
+    def read_blob(self, ref: str) -> bytes:
+        return read_blob(self.ctx, ref)
+
+    def put_blob(self, data: bytes) -> BlobRef:
+        return BlobRef(digest=digest_of(data), size=len(data))
+
+
+# Derived input kind -> (the role whose call it feeds, the artifact name's suffix).
+DERIVED = {
+    "confirmed_findings": ("reviser", ".findings"),
+    "anonymised_proofs": ("selector", ".proofs"),
+}
+
+
+class _Rederiver:
+    """Folds the journal as the engine did and rebuilds each derived input, at the point it
+    was recorded, with the loop's own ContextBuilder (so the audit cannot drift from it)."""
+
+    def __init__(self, ctx: AuditContext) -> None:
+        self.state = RunState()
+        self.broken = ""
+        self.builder: ContextBuilder | None = None
+        try:
+            problem = Problem.model_validate(ctx.manifest["problem"]["record"])
+            seed = int(ctx.manifest["config"]["resolved"]["seed"])
+        except (KeyError, TypeError, ValueError) as exc:
+            self.broken = f"the manifest has no usable problem record or seed ({exc!s:.80})"
+            return
+        store = cast(RunStore, _DigestOnlyStore(ctx))
+        self.builder = ContextBuilder(store, self.state, problem, seed=seed)
+
+    def fold(self, rec: Record) -> None:
+        if self.broken:
+            return
+        try:
+            self.state.apply_raw(rec.type, rec.data, rec.t)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.broken = f"record {rec.seq} cannot be folded into the loop's state ({exc!r:.80})"
+
+    def mismatch(self, data: dict[str, Any]) -> str | None:
+        """Why the recorded derived artifact is not the one the loop derives, or None."""
+        if self.broken or self.builder is None:
+            return f"cannot be re-derived: {self.broken}"
+        role, suffix = DERIVED[data["kind"]]
+        call_id = str(data["artifact"]).removesuffix(suffix)
+        call: CallState | None = self.state.calls.get(call_id)
+        if call is None or call.role != role or not str(data["artifact"]).endswith(suffix):
+            return f"names no {role} call"
+        build: Callable[[CallState], Any] = (
+            self.builder._confirmed_findings_artifact
+            if role == "reviser"
+            else self.builder._anonymised_proofs_artifact
+        )
+        try:
+            expected = build(call).model_dump(mode="json")
+        except (AssertionError, KeyError, TypeError, ValueError, IndexError) as exc:
+            return f"cannot be re-derived from the journal ({exc!r:.80})"
+        if expected["blob"]["blob"] != data["blob"]["blob"]:
+            return "is not what the recorded findings, reviews and proofs derive"
+        if expected["producer"] != data.get("producer"):
+            return f"names producer {data.get('producer')}, not {expected['producer']}"
+        return None
+
+
+def _check_link(
+    ctx: AuditContext,
+    rec: Record,
+    call_id: str,
+    role: str,
+    allowed: frozenset[str],
+    link: dict[str, Any],
+    artifacts: dict[str, dict[str, Any]],
+    calls: dict[str, dict[str, Any]],
+    solve_ended: bool,
+    fail: Any,
+) -> None:
+    kind = link["kind"]
+    if kind not in allowed:
+        fail(f"{call_id}: role {role} may not see {kind}", rec)
+    if kind in DERIVED and link["artifact"] != call_id + DERIVED[kind][1]:
+        fail(f"{call_id}: input {link['artifact']} was derived for another call", rec)
+    source = artifacts.get(link["artifact"])
+    if source is None:
+        fail(f"{call_id}: input {link['artifact']} was not recorded before", rec)
+        return
+    if source["blob"]["blob"] != link["blob"] or source["kind"] != kind:
+        fail(f"{call_id}: input {link['artifact']} is not the recorded one", rec)
+    in_evaluation = calls.get(call_id, {}).get("phase") == "evaluate"
+    if kind in REFERENCE_KINDS and not (solve_ended and in_evaluation):
+        fail(f"{call_id}: {kind} reached a call before the solve phase ended", rec)
+
+
+def _policy_rows(ctx: AuditContext) -> list[Check]:
+    """The manifest must state this solver's isolation policy and offer no tools."""
+    rows: list[Check] = []
+    declared = ctx.manifest.get("roles", {})
+    if not declared and not records_of(ctx, "context.built"):
+        return rows  # a run of the store alone: no role ever saw anything
+    policy = {k: sorted(v) for k, v in (declared.get("policy") or {}).items()}
+    if policy != roles.isolation_policy_record():
+        rows.append(
+            Check(
+                name="isolation",
+                status="fail",
+                detail="the manifest's isolation policy is not this solver's roles policy",
+                where="MANIFEST.json",
+            )
+        )
+    if declared.get("tools"):
+        rows.append(
+            Check(
+                name="isolation",
+                status="fail",
+                detail="the manifest offers the model tools",
+                where="MANIFEST.json",
+            )
+        )
+    return rows
+
+
+@register_check
+def check_isolation(ctx: AuditContext) -> list[Check]:
+    rows: list[Check] = _policy_rows(ctx)
+    policy = roles.ISOLATION_POLICY
+    attempts = _Attempts.index(ctx)
+    rederiver = _Rederiver(ctx)
+    artifacts: dict[str, dict[str, Any]] = {}
+    solve_ended = False
+    calls: dict[str, dict[str, Any]] = {}
+    texts: dict[str, bytes] = {}
+    derived = rebuilt = 0
+
+    def fail(detail: str, rec: Record) -> None:
+        rows.append(row_about(ctx, "isolation", "fail", detail, rec))
+
+    for rec in ctx.records:
+        data = rec.data
+        if rec.type == "decision" and data.get("kind") == "phase" and data.get("phase") != "solve":
+            solve_ended = True
+        elif rec.type == "call.planned":
+            calls[data["call_id"]] = data
+        elif rec.type == "llm.started" and (data.get("params") or {}).get("tools"):
+            fail(f"{data.get('call_id')}: the model was offered tools", rec)
+        elif rec.type == "artifact.put":
+            artifacts[data["artifact"]] = data
+            content = read_blob(ctx, data["blob"]["blob"])
+            texts[data["blob"]["blob"]] = content
+            if data["kind"] in ("proof_text", "verification_report") and data["producer"] in calls:
+                derived += 1
+                if not _derivation_ok(ctx, attempts, data, content):
+                    fail(
+                        f"artifact {data['artifact']} ({data['kind']}) is not what its "
+                        f"producer {data['producer']} returned, stripped",
+                        rec,
+                    )
+            elif data["kind"] in DERIVED:
+                rebuilt += 1
+                why = rederiver.mismatch(data)
+                if why is not None:
+                    fail(f"artifact {data['artifact']} ({data['kind']}) {why}", rec)
+        elif rec.type == "context.built":
+            call_id, role = data["call_id"], data["role"]
+            allowed = policy.get(role)
+            if allowed is None:
+                fail(f"{call_id}: role {role} has no isolation policy", rec)
+                continue
+            inputs = json.loads(read_blob(ctx, data["inputs"]["blob"]))
+            for name in sorted(set(inputs) | set(data["links"])):
+                links = data["links"].get(name, [])
+                for link in links:
+                    _check_link(
+                        ctx, rec, call_id, role, allowed, link, artifacts, calls, solve_ended, fail
+                    )
+                if not _field_matches(inputs.get(name), links, texts):
+                    fail(f"{call_id}: input {name} differs from the artifacts it names", rec)
+        rederiver.fold(rec)
+    if not rows:
+        contexts = len(records_of(ctx, "context.built"))
+        rows.append(
+            Check(
+                name="isolation",
+                status="pass",
+                detail=f"{contexts} contexts use only inputs their role may see; "
+                f"{derived} proofs and reports re-derived from raw responses; "
+                f"{rebuilt} findings and proof lists rebuilt from the journal",
+            )
+        )
+    return capped("isolation", rows)

@@ -1,0 +1,164 @@
+"""Audit check ``prompts``: every prompt is the recorded template rendered on the recorded
+inputs, and every request body is re-produced byte for byte from those messages and the
+recorded parameters.
+
+Prompts are rendered from the template bytes stored in the run when it has them, so a run
+audits the same under a newer solver; an older run without them needs the same templates.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jinja2
+
+from solver import roles
+from solver.audit.checks import AuditContext, Check, capped, register_check
+from solver.audit.records import digest_of, read_blob, records_of, row_about
+from solver.llm import Message, encode_request, request_from_params
+from solver.roles.templates import environment_from, render_template
+from solver.store import Record
+
+
+def _messages_from(raw: bytes) -> tuple[Message, ...]:
+    pairs = json.loads(raw)
+    return tuple(Message.text(role, text) for role, text in pairs)
+
+
+class _Templates:
+    """Where the audit takes a run's templates from: the bytes stored in the run under the
+    manifest's digests (runs that store them), else the installed ones when their digests are
+    the recorded ones. Neither: the run was made with other templates and cannot be rendered."""
+
+    def __init__(self, ctx: AuditContext) -> None:
+        self.ctx = ctx
+        self.manifest: dict[str, str] = dict(ctx.manifest.get("templates") or {})
+        self.installed = roles.template_digests()
+        self.stored = environment_from(self._stored_source)
+        self.other_templates: set[str] = set()
+
+    def _stored_source(self, name: str) -> bytes | None:
+        digest = self.manifest.get(name)
+        if digest is None or digest not in self.ctx.blob_files:
+            return None
+        data = read_blob(self.ctx, digest)
+        return data if digest_of(data) == digest else None
+
+    def environment(self, used: dict[str, str]) -> jinja2.Environment | None:
+        """The environment that renders a context which used ``used`` (name -> digest)."""
+        if all(self.manifest.get(n) == d and d in self.ctx.blob_files for n, d in used.items()):
+            return self.stored
+        if all(self.installed.get(n) == d for n, d in used.items()):
+            return None  # the installed templates are the recorded ones
+        self.other_templates.update(n for n, d in used.items() if self.installed.get(n) != d)
+        raise LookupError("run made with other templates")
+
+
+def _render(
+    env: jinja2.Environment | None, role: str, variant: str, inputs: Any
+) -> list[list[str]]:
+    """``roles.render`` with a chosen template environment (None: the installed one)."""
+    if env is None:
+        return [list(m) for m in roles.render(role, variant, inputs)]
+    roles.check_isolation(role, inputs)
+    system, user = roles.get_role(role).templates[variant]
+    context = {name: getattr(inputs, name) for name in type(inputs).model_fields}
+    return [
+        ["system", render_template(system, context, env)],
+        ["user", render_template(user, context, env)],
+    ]
+
+
+@register_check
+def check_prompts(ctx: AuditContext) -> list[Check]:
+    rows: list[Check] = []
+    templates = _Templates(ctx)
+    contexts: dict[str, Record] = {}
+    for rec in records_of(ctx, "context.built"):
+        data = rec.data
+        contexts[data["call_id"]] = rec
+        used: dict[str, str] = data["templates"]
+        for name, digest in used.items():
+            if templates.manifest and templates.manifest.get(name) != digest:
+                rows.append(
+                    row_about(
+                        ctx,
+                        "prompts",
+                        "fail",
+                        f"{data['call_id']}: template {name} is not the one the manifest names",
+                        rec,
+                    )
+                )
+        try:
+            env = templates.environment(used)
+        except LookupError:
+            continue  # reported once below, not as a false prompt mismatch per call
+        spec = roles.get_role(data["role"])
+        inputs = spec.inputs_model.model_validate_json(read_blob(ctx, data["inputs"]["blob"]))
+        rendered = _render(env, data["role"], data["variant"], inputs)
+        recorded = json.loads(read_blob(ctx, data["messages"]["blob"]))
+        if rendered != recorded:
+            rows.append(
+                row_about(
+                    ctx,
+                    "prompts",
+                    "fail",
+                    f"{data['call_id']}: messages are not the template rendered on the "
+                    "recorded inputs",
+                    rec,
+                )
+            )
+    if templates.other_templates:
+        names = sorted(templates.other_templates)
+        rows.insert(
+            0,
+            Check(
+                name="prompts",
+                status="fail",
+                detail="run made with other templates: the run does not store them and this "
+                f"solver's differ ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''}); "
+                "audit it with the solver version that made it",
+                where="MANIFEST.json",
+            ),
+        )
+    checked = 0
+    for rec in records_of(ctx, "llm.started"):
+        data = rec.data
+        built = contexts.get(data["call_id"])
+        if built is None:
+            rows.append(
+                row_about(
+                    ctx,
+                    "prompts",
+                    "fail",
+                    f"{data['call_id']}: request sent without a recorded context",
+                    rec,
+                )
+            )
+            continue
+        messages = _messages_from(read_blob(ctx, built.data["messages"]["blob"]))
+        request = request_from_params(messages, data["params"])
+        expected = encode_request(data["api"], request)
+        if expected != read_blob(ctx, data["request"]["blob"]):
+            rows.append(
+                row_about(
+                    ctx,
+                    "prompts",
+                    "fail",
+                    f"{data['call_id']} attempt {data['attempt']}: the request body is "
+                    "not re-produced from the template, inputs and parameters",
+                    rec,
+                )
+            )
+        checked += 1
+    if not rows:
+        rows.append(
+            Check(
+                name="prompts",
+                status="pass",
+                detail=f"{len(contexts)} contexts and {checked} request bodies re-produced "
+                "byte for byte from the templates",
+            )
+        )
+    return capped("prompts", rows)

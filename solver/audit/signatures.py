@@ -1,0 +1,249 @@
+"""The audit's signature checks: seals (signed chain heads) and the final attestation.
+
+Without ``--key`` the envelopes are still checked against the journal (count, head, run id,
+subjects), and the report warns that no signature was verified. Trust comes only from a
+public key the user holds out of band; the manifest's ``signing`` entry is a hint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from solver.audit.checks import AuditContext, Check, capped, relative
+from solver.store.attest import (
+    PAYLOAD_INTOTO,
+    PAYLOAD_SEAL,
+    STATEMENT_TYPE,
+    SignatureInvalid,
+    key_id,
+    parse_envelope,
+    verify_envelope,
+)
+from solver.store.blobs import hash_file
+
+# Records the store writes on its own before any seal: they carry nothing of the run.
+_BOOKKEEPING = frozenset({"run.created", "recovery.tail_truncated"})
+
+
+def _head_problem(ctx: AuditContext, count: Any, head: Any, what: str) -> str | None:
+    """Why ``head`` is not the hash of journal line ``count`` (1-based), or None."""
+    if not isinstance(count, int) or count < 1:
+        return f"{what} names no valid record count ({count!r})"
+    if count > len(ctx.records):
+        return (
+            f"{what} covers {count} records but the journal holds {len(ctx.records)}: "
+            "the journal was truncated after it"
+        )
+    if ctx.records[count - 1].line_hash != head:
+        return (
+            f"{what} signed head {head} for line {count} (seq {count - 1}), which now "
+            f"hashes to {ctx.records[count - 1].line_hash}: the journal was altered"
+        )
+    return None
+
+
+def _open_envelope(ctx: AuditContext, data: bytes, payload_type: str) -> tuple[Any, str | None]:
+    """(decoded JSON payload, None) or (None, the reason it cannot be trusted)."""
+    try:
+        envelope, payload = parse_envelope(data)
+        if envelope.payloadType != payload_type:
+            return None, f"payloadType is {envelope.payloadType!r}, expected {payload_type!r}"
+        if ctx.public_key is not None:
+            verify_envelope(envelope, payload, ctx.public_key)
+        return json.loads(payload), None
+    except SignatureInvalid as exc:
+        return None, str(exc)
+    except ValueError as exc:
+        return None, f"payload is not JSON: {exc}"
+
+
+def _not_verified_note(ctx: AuditContext) -> str:
+    return "" if ctx.public_key is not None else "; signatures not verified (no --key given)"
+
+
+def check_seals(ctx: AuditContext) -> list[Check]:
+    """Each seal file is a valid envelope over a head that is still in the journal, and each
+    ``seal`` record names a seal file with the recorded digest."""
+    name = "seals"
+    rows: list[Check] = []
+    run_id = ctx.manifest.get("run_id")
+    files = ctx.reader.files_in("seals")
+    counts: list[int] = []
+    for path in files:
+        where = relative(ctx, path)
+        payload, problem = _open_envelope(ctx, path.read_bytes(), PAYLOAD_SEAL)
+        if problem is None and (not isinstance(payload, dict) or payload.get("run") != run_id):
+            problem = f"seal is for run {payload.get('run') if isinstance(payload, dict) else None}"
+        if problem is None:
+            problem = _head_problem(ctx, payload.get("count"), payload.get("chain_head"), "seal")
+        if problem is not None:
+            rows.append(Check(name=name, status="fail", where=where, detail=problem))
+        else:
+            counts.append(payload["count"])
+    for record in ctx.records:
+        if record.type != "seal":
+            continue
+        file = str(record.data.get("file", ""))
+        path = ctx.run_dir / file
+        if not path.is_file():
+            rows.append(
+                Check(
+                    name=name,
+                    status="fail",
+                    where=ctx.at(record),
+                    detail=f"seal file {file} is missing",
+                )
+            )
+            continue
+        if hash_file(path)[0] != record.data.get("sha256"):
+            rows.append(
+                Check(
+                    name=name,
+                    status="fail",
+                    where=file,
+                    detail=f"differs from the digest recorded at seq {record.seq}",
+                )
+            )
+        problem = _head_problem(
+            ctx,
+            record.data.get("count"),
+            record.data.get("chain_head"),
+            f"seal record seq {record.seq}",
+        )
+        if problem is None and record.data.get("count") != record.seq:
+            problem = f"seal record seq {record.seq} claims count {record.data.get('count')}"
+        if problem is not None:
+            rows.append(Check(name=name, status="fail", where=ctx.at(record), detail=problem))
+    rows.extend(_key_hint(ctx))
+    if any(row.status == "fail" for row in rows):
+        return capped(name, rows)
+    if not files:
+        if signed(ctx) and all(r.type in _BOOKKEEPING for r in ctx.records):
+            # The store seals right after record 0: a run holding nothing else was killed
+            # in between, and claims nothing a seal would have covered.
+            detail = "the run holds only record 0 (killed before its first seal)"
+            return [*rows, Check(name=name, status="warn", detail=detail)]
+        # With a key, or a manifest saying the run was signed, missing seals mean stripped.
+        status = "fail" if signed(ctx) else "pass"
+        return [*rows, Check(name=name, status=status, detail="the run carries no seals")]
+    last = max(counts)
+    after = sum(1 for r in ctx.records[last:] if r.type != "seal")
+    detail = f"{len(files)} seals match the journal; {after} records after the last seal"
+    status = "pass" if ctx.public_key is not None else "warn"
+    rows.append(Check(name=name, status=status, detail=detail + _not_verified_note(ctx)))
+    return rows
+
+
+def signed(ctx: AuditContext) -> bool:
+    """Whether the run must carry seals (and, once finished, an attestation): a key was
+    given to check them, or the manifest (bound to record 0) says it was signed."""
+    return ctx.public_key is not None or isinstance(ctx.manifest.get("signing"), dict)
+
+
+def _key_hint(ctx: AuditContext) -> list[Check]:
+    signing = ctx.manifest.get("signing")
+    if ctx.public_key is None or not isinstance(signing, dict):
+        return []
+    given = key_id(ctx.public_key)
+    if signing.get("keyid") != given:
+        return [
+            Check(
+                name="seals",
+                status="warn",
+                where="MANIFEST.json",
+                detail=f"the manifest names key {signing.get('keyid')}, not {given}",
+            )
+        ]
+    return []
+
+
+def check_attestation(ctx: AuditContext) -> list[Check]:
+    """attestation.intoto.jsonl: a DSSE envelope around an in-toto Statement v1 whose
+    subjects are run.finished's final artifacts and the journal head at that time."""
+    name = "attestation"
+    path: Path = ctx.reader.attestation_path
+    if not path.is_file():
+        if signed(ctx) and ctx.finished is not None:
+            return [
+                Check(
+                    name=name,
+                    status="fail",
+                    where=relative(ctx, path),
+                    detail=f"the run finished (seq {ctx.finished.seq}) signed, but carries "
+                    "no attestation",
+                )
+            ]
+        detail = "the run carries no attestation" + (" (not finished yet)" if signed(ctx) else "")
+        return [Check(name=name, status="pass", detail=detail)]
+    where = relative(ctx, path)
+    lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    if len(lines) != 1:
+        return [
+            Check(
+                name=name,
+                status="fail",
+                where=where,
+                detail=f"expected one envelope, found {len(lines)}",
+            )
+        ]
+    statement, problem = _open_envelope(ctx, lines[0], PAYLOAD_INTOTO)
+    if problem is not None:
+        return [Check(name=name, status="fail", where=where, detail=problem)]
+    if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
+        return [Check(name=name, status="fail", where=where, detail="not an in-toto Statement v1")]
+    subjects: dict[str, str] = {}
+    for subject in statement.get("subject", []):
+        subjects[str(subject.get("name"))] = "sha256:" + str(
+            subject.get("digest", {}).get("sha256")
+        )
+    rows: list[Check] = []
+    journal = [n for n in subjects if n.startswith("journal.jsonl@")]
+    count: int | None = None
+    if len(journal) != 1:
+        rows.append(
+            Check(name=name, status="fail", where=where, detail="no journal.jsonl@<count> subject")
+        )
+    else:
+        count = int(journal[0].partition("@")[2] or 0)
+        problem = _head_problem(ctx, count, subjects.pop(journal[0]), "the attestation")
+        if problem is not None:
+            rows.append(Check(name=name, status="fail", where=where, detail=problem))
+    finished = ctx.finished
+    final = finished.data.get("final", {}) if finished is not None else {}
+    expected = {n: link.get("blob") for n, link in final.items() if isinstance(link, dict)}
+    if subjects != expected:
+        rows.append(
+            Check(
+                name=name,
+                status="fail",
+                where=where,
+                detail=f"subjects {sorted(subjects.items())} differ from the final "
+                f"artifacts run.finished names {sorted(expected.items())}",
+            )
+        )
+    if rows:
+        return rows
+    assert count is not None
+    after = len(ctx.records) - count
+    if after:
+        rows.append(
+            Check(
+                name=name,
+                status="warn",
+                where=f"journal.jsonl seq {count}",
+                detail=f"{after} records after the attestation are not covered",
+            )
+        )
+    status = "pass" if ctx.public_key is not None else "warn"
+    rows.append(
+        Check(
+            name=name,
+            status=status,
+            where=where,
+            detail=f"subjects match {len(expected)} final artifacts and the "
+            f"journal head at {count} records" + _not_verified_note(ctx),
+        )
+    )
+    return rows

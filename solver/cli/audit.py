@@ -1,0 +1,75 @@
+"""`solver audit RUN [--json] [--key PUBLIC_KEY]`: verify a run directory offline.
+
+Exit codes: 0 when no check fails, 4 when one does, 6 when the run directory or the key file
+does not exist, 2 when the key file is not an Ed25519 public key.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from solver.audit.checks import AuditReport, audit_run, statuses
+from solver.errors import EXIT_AUDIT, EXIT_INPUT, EXIT_NOT_FOUND, EXIT_OK
+from solver.store import StoreError
+
+__all__ = ["audit"]
+
+_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red"}
+
+
+def _print_table(report: AuditReport) -> None:
+    table = Table(title=f"audit of {report.run}")
+    table.add_column("check")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    table.add_column("where", overflow="fold")
+    for row in report.checks:
+        table.add_row(
+            row.name, f"[{_STYLE[row.status]}]{row.status}[/]", row.detail, row.where or ""
+        )
+    console = Console()
+    console.print(table)
+    counts = statuses(report.checks)
+    verdict = "[green]OK[/]" if report.ok else "[bold red]FAILED[/]"
+    console.print(f"{verdict}: {counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail")
+
+
+@click.command("audit")
+@click.argument("run", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help='Print {"ok": ..., "checks": [...]}.')
+@click.option(
+    "--key",
+    "public_key",
+    type=click.Path(path_type=Path),
+    help="Ed25519 public key (PEM) that seals and the attestation must verify with.",
+)
+def audit(run: Path, as_json: bool, public_key: Path | None) -> None:
+    """Verify the run directory RUN offline, read-only, without taking its lock."""
+    if not run.is_dir():
+        click.echo(f"error: {run}: no such run directory", err=True)
+        sys.exit(EXIT_NOT_FOUND)
+    if public_key is not None and not public_key.is_file():
+        click.echo(f"error: {public_key}: no such key file", err=True)
+        sys.exit(EXIT_NOT_FOUND)
+    try:
+        report = audit_run(run, public_key=public_key)
+    except StoreError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_INPUT)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"ok": report.ok, "checks": report.model_dump()["checks"]},
+                ensure_ascii=False,
+                indent=2,
+            )
+        )
+    else:
+        _print_table(report)
+    sys.exit(EXIT_OK if report.ok else EXIT_AUDIT)

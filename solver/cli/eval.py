@@ -1,0 +1,451 @@
+"""`solver eval SET` and `solver eval calibrate FILE` (see solver/evaluation/evaluate.py for the layout)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from solver.cli.errors import reports_errors
+from solver.cli.run import run_interruptibly
+from solver.config import ResolvedSettings, resolve_settings
+from solver.errors import Interrupted
+from solver.evaluation.calibrate import calibration_report, load_graded, write_calibration
+from solver.evaluation.evaluate import (
+    EvalMonitor,
+    Job,
+    JobResult,
+    drive_jobs,
+    file_digest,
+    looks_finished,
+    prepare_out,
+    run_settings,
+)
+from solver.evaluation.output import score_line, write_results
+from solver.evaluation.scores import EvalSummary, RunScore, score_from_result, summarise
+from solver.problems.sets import load_problem_set
+from solver.run.session import read_state
+
+EVAL_GRADERS = 3  # G when neither --graders nor the configuration file sets it
+GRADERS_KEY = "grading.evaluation_graders"
+
+
+def _corr(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:.3f}"
+
+
+class _DefaultToRun(click.Group):
+    """`solver eval SET ...` means `solver eval run SET ...`; subcommands keep their names."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("-h", "--help"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+def _common(command: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "--graders",
+            type=click.IntRange(1, 15),
+            help="G: independent graders of each final proof [default: "
+            f"grading.evaluation_graders of the configuration file, else {EVAL_GRADERS}].",
+        ),
+        click.option(
+            "--concurrency-problems",
+            "parallel",
+            type=click.IntRange(1, 256),
+            default=4,
+            show_default=True,
+            help="Runs in progress at once.",
+        ),
+        click.option("--concurrency", type=int, help="Model calls in flight per run (8)."),
+        click.option(
+            "--out",
+            "out_dir",
+            type=click.Path(path_type=Path),
+            help="Evaluation directory (default evals/<name>).",
+        ),
+        click.option("--endpoint", help="Base URL of the model endpoint (…/v1)."),
+        click.option("--model", help="Model name to request."),
+        click.option("--api", type=click.Choice(["chat", "responses", "anthropic"])),
+        click.option(
+            "--config", "config_file", type=click.Path(path_type=Path), help="solver.toml."
+        ),
+        click.option("--json", "as_json", is_flag=True, help="One JSON object per line."),
+        click.option(
+            "--progress-every",
+            type=click.FloatRange(min=0),
+            default=60.0,
+            show_default=True,
+            help="Seconds between summaries of the runs in flight (0: none).",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def _resolve(config_file: Path | None, **flags: Any) -> ResolvedSettings:
+    """The settings from flags, environment and configuration file; G is the eval's own
+    default (3) only when neither the flag nor the file sets it (plain solve keeps 1)."""
+    resolved = resolve_settings(
+        config_file=config_file,
+        flags={k.replace("__", "."): v for k, v in flags.items()},
+    )
+    if resolved.sources.get(GRADERS_KEY, "default") != "default":
+        return resolved
+    settings = resolved.settings
+    grading = settings.grading.model_copy(update={"evaluation_graders": EVAL_GRADERS})
+    return replace(
+        resolved,
+        settings=settings.model_copy(update={"grading": grading}),
+        sources={**resolved.sources, GRADERS_KEY: "eval default"},
+    )
+
+
+def _emit(as_json: bool, event: dict[str, Any], text: str) -> None:
+    if as_json:
+        click.echo(json.dumps(event, sort_keys=True))
+    else:
+        click.echo(text, err=True)
+
+
+def _plan_line(jobs: list[Job]) -> str:
+    done = sum(looks_finished(j.run_dir) for j in jobs)
+    started = sum((j.run_dir / "MANIFEST.json").is_file() for j in jobs) - done
+    fresh = len(jobs) - done - started
+    return f"{len(jobs)} runs: {done} finished, {started} to resume, {fresh} to start"
+
+
+def _drive(
+    jobs: list[Job],
+    resolved: ResolvedSettings,
+    parallel: int,
+    as_json: bool,
+    label: Callable[[Job], str],
+    progress_every: float,
+) -> list[JobResult]:
+    count = [0]
+
+    def on_result(result: JobResult) -> None:
+        count[0] += 1
+        job = result.job
+        grade = result.result.get("evaluation_score")
+        # A grading-only run (calibration) solves nothing; "unsolved" would mislead.
+        outcome = "graded" if job.given_proof is not None else result.result.get("outcome")
+        how = "already finished" if result.skipped else ("resumed" if result.resumed else "run")
+        has_proof = result.result.get("selected") is not None or job.given_proof is not None
+        shown = f"{grade}/7" if grade is not None else "ungraded" if has_proof else "-"
+        detail = (
+            f"{outcome}, grade {shown} ({how})"
+            if result.status == "finished"
+            else f"{result.status}: {result.error}"
+        )
+        _emit(
+            as_json,
+            {
+                "event": "run.finished",
+                "item": job.key,
+                "run": job.run,
+                "status": result.status,
+                "outcome": outcome,
+                "grade": grade,
+                "skipped": result.skipped,
+                "run_dir": str(job.run_dir),
+                "error": result.error,
+            },
+            f"[{count[0]}/{len(jobs)}] {label(job)}: {detail}  {job.run_dir}",
+        )
+
+    def on_progress(snapshot: dict[str, Any]) -> None:
+        running = "; ".join(
+            f"{label}: {r['phase']}, {r['calls']} calls, {r['tokens']} tok"
+            for label, r in snapshot["running"].items()
+        )
+        _emit(
+            as_json,
+            {"event": "eval.progress", **snapshot},
+            f"[{snapshot['finished']}/{snapshot['total']}] running: {running or '-'}",
+        )
+
+    monitor = EvalMonitor(len(jobs), progress_every, on_progress)
+    try:
+        return run_interruptibly(
+            lambda: drive_jobs(
+                jobs,
+                resolved,
+                concurrency=parallel,
+                argv=sys.argv[1:],
+                on_result=on_result,
+                monitor=monitor,
+            )
+        )
+    except Interrupted:
+        # the shared handler advises `solver resume`, which continues one run; an evaluation
+        # continues all of its runs when the same command is run again
+        raise Interrupted(
+            "interrupted; the runs are kept: run the same `solver eval` command again to continue"
+        ) from None
+
+
+def _exit_on_errors(results: list[JobResult], as_json: bool) -> None:
+    failed = [r for r in results if r.status != "finished"]
+    if failed:
+        first = failed[0]
+        _emit(
+            as_json,
+            {"event": "eval.incomplete", "failed": len(failed)},
+            f"error: {len(failed)} run(s) did not finish (first: {first.job.run_dir}: "
+            f"{first.error}); run the same command again to continue",
+        )
+        sys.exit(first.exit_code or 1)
+
+
+def _means_line(summary: EvalSummary) -> str:
+    """The totals' means, or why there are none (a 0 would read as a real score)."""
+    rubric, strict, top = summary.rubric_total, summary.strict_total, summary.max_total
+    if rubric is None or strict is None:
+        return "no complete run: no run index has finished on every problem"
+    return f"rubric mean {rubric.mean:.2f}/{top}, strict mean {strict.mean:.2f}/{top}"
+
+
+def _served_model(results: list[JobResult]) -> str | None:
+    for result in results:
+        if result.status == "finished":
+            return read_state(result.job.run_dir)[1].served_model
+    return None
+
+
+@click.group(
+    "eval",
+    cls=_DefaultToRun,
+    subcommand_metavar="SET [OPTIONS] | calibrate FILE [OPTIONS]",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+def eval_group() -> None:
+    """Score a whole problem set like a competition (`solver eval SET`), or measure the
+    graders against human grades (`solver eval calibrate FILE`)."""
+
+
+@eval_group.command("run")
+@click.argument("set_path", metavar="SET", type=click.Path(path_type=Path))
+@click.option(
+    "--runs",
+    type=click.IntRange(1, 1000),
+    default=1,
+    show_default=True,
+    help="N: runs of every problem (mean and spread are over these).",
+)
+@click.option("--candidates", type=int, help="Lineages solving in parallel per run (4).")
+@click.option("--verifications", type=int, help="K: passing verifications to accept (5).")
+@click.option("--accept", "accepted_needed", type=int, help="A: accepted lineages to stop (2).")
+@click.option("--max-calls", type=int, help="Budget per run: model calls in the solve phase.")
+@click.option("--max-tokens", "max_total_tokens", type=int, help="Budget per run: tokens.")
+@click.option("--max-wall", type=float, help="Budget per run: wall-clock seconds.")
+@click.option("--map", "mapping", multiple=True, help="Column mapping FIELD=COLUMN for the set.")
+@_common
+@reports_errors
+def run(
+    set_path: Path,
+    runs: int,
+    candidates: int | None,
+    verifications: int | None,
+    accepted_needed: int | None,
+    max_calls: int | None,
+    max_total_tokens: int | None,
+    max_wall: float | None,
+    mapping: tuple[str, ...],
+    graders: int | None,
+    parallel: int,
+    concurrency: int | None,
+    out_dir: Path | None,
+    endpoint: str | None,
+    model: str | None,
+    api: str | None,
+    config_file: Path | None,
+    as_json: bool,
+    progress_every: float,
+) -> None:
+    """Solve every problem of SET N times (one run directory per problem and run), grade each
+    final proof with G graders in evaluation mode, and write OUT/results.json, results.md and
+    results.png. Running the same command again continues where it stopped."""
+    from solver.problems.sets import parse_mapping
+
+    problem_set = load_problem_set(set_path, mapping=parse_mapping(mapping) if mapping else None)
+    for warning in problem_set.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    resolved = _resolve(
+        config_file,
+        endpoint=endpoint,
+        model=model,
+        api=api,
+        candidates=candidates,
+        concurrency=concurrency,
+        acceptance__verifications=verifications,
+        acceptance__accepted_needed=accepted_needed,
+        budget__calls=max_calls,
+        budget__total_tokens=max_total_tokens,
+        budget__wall_clock_s=max_wall,
+        grading__evaluation_graders=graders,
+    )
+    out_dir = out_dir or Path("evals") / set_path.stem
+    problems = list(problem_set.problems)
+    identity = {"digest": file_digest(set_path), "items": [p.id for p in problems]}
+    graders = resolved.settings.grading.evaluation_graders
+    names = prepare_out(
+        out_dir,
+        identity,
+        kind="set",
+        extra={"set_path": str(set_path), "runs": runs, "graders": graders},
+        settings=run_settings(resolved.settings, solve=True),
+    )
+    jobs = [
+        Job(p.id, n, out_dir / names[p.id] / f"run-{n}", p)
+        for n in range(1, runs + 1)
+        for p in problems
+    ]
+    _emit(
+        as_json,
+        {"event": "eval.started", "out": str(out_dir), "runs": len(jobs)},
+        f"eval: {out_dir}: {len(problems)} problems x {runs}; {_plan_line(jobs)}",
+    )
+    results = _drive(
+        jobs, resolved, parallel, as_json, lambda j: f"{j.key} run {j.run}", progress_every
+    )
+
+    scores: list[RunScore] = []
+    for result in results:
+        job = result.job
+        if result.status == "finished":
+            scores.append(
+                score_from_result(
+                    job.key, job.run, str(job.run_dir), job.problem.points, result.result
+                )
+            )
+        else:
+            scores.append(
+                RunScore(
+                    job.key,
+                    job.run,
+                    str(job.run_dir),
+                    result.status,
+                    job.problem.points,
+                    error=result.error,
+                )
+            )
+    summary = summarise([(p.id, p.points) for p in problems], scores, runs)
+    header = {
+        "set": {"path": str(set_path), "digest": identity["digest"]},
+        "runs": runs,
+        "graders": graders,
+        "model": _served_model(results),
+    }
+    written = write_results(out_dir, summary, header)
+    json_path, md_path, png_path = written.json_path, written.md_path, written.png_path
+    if written.chart_note is not None:
+        # stderr in both modes: with --json, stdout stays one JSON object per line.
+        click.echo(f"warning: no chart: {written.chart_note}", err=True)
+    lines = [f"run {n}: {score_line(summary, n, strict=False)}" for n in range(1, runs + 1)]
+    strict = summary.strict_total
+    rubric = summary.rubric_total
+    _emit(
+        as_json,
+        {
+            "event": "eval.finished",
+            "results": str(json_path),
+            "markdown": str(md_path),
+            "chart": str(png_path) if png_path else None,
+            "chart_note": written.chart_note,
+            "rubric": rubric.to_json() if rubric else None,
+            "strict": strict.to_json() if strict else None,
+            "max": summary.max_total,
+        },
+        "\n".join(
+            [
+                *lines,
+                _means_line(summary),
+                f"results: {json_path}  {md_path}  {png_path or '(no chart)'}",
+            ]
+        ),
+    )
+    _exit_on_errors(results, as_json)
+
+
+@eval_group.command("calibrate")
+@click.argument("file", metavar="FILE", type=click.Path(path_type=Path))
+@_common
+@reports_errors
+def calibrate(
+    file: Path,
+    graders: int | None,
+    parallel: int,
+    concurrency: int | None,
+    out_dir: Path | None,
+    endpoint: str | None,
+    model: str | None,
+    api: str | None,
+    config_file: Path | None,
+    as_json: bool,
+    progress_every: float,
+) -> None:
+    """Grade proofs that already carry human grades (JSON Lines, e.g. DeepSeekMath-V2's
+    outputs) and report agreement with the humans: exact, within one point, Pearson and
+    Spearman correlation, and every disagreement. Writes OUT/calibration.json and .md."""
+    items = load_graded(file)
+    resolved = _resolve(
+        config_file,
+        endpoint=endpoint,
+        model=model,
+        api=api,
+        concurrency=concurrency,
+        grading__evaluation_graders=graders,
+    )
+    out_dir = out_dir or Path("evals") / f"calibrate-{file.stem}"
+    identity = {"digest": file_digest(file), "items": [i.item for i in items]}
+    graders = resolved.settings.grading.evaluation_graders
+    names = prepare_out(
+        out_dir,
+        identity,
+        kind="calibration",
+        extra={"file": str(file), "graders": graders},
+        settings=run_settings(resolved.settings, solve=False),
+    )
+    jobs = [Job(i.item, 1, out_dir / names[i.item], i.problem, given_proof=i.proof) for i in items]
+    _emit(
+        as_json,
+        {"event": "calibrate.started", "out": str(out_dir), "items": len(jobs)},
+        f"calibrate: {out_dir}; {_plan_line(jobs)}",
+    )
+    results = _drive(jobs, resolved, parallel, as_json, lambda j: j.key, progress_every)
+    agreed, rows = calibration_report(items, results)
+    header = {
+        "input": {"path": str(file), "digest": identity["digest"]},
+        "graders": graders,
+        "model": _served_model(results),
+    }
+    json_path, md_path = write_calibration(out_dir, header, agreed, rows)
+    if agreed is None:
+        text = "no grading run finished"
+    else:
+        text = (
+            f"exact {agreed.exact:.1%}, within one {agreed.within_one:.1%}, "
+            f"pearson {_corr(agreed.pearson)}, spearman {_corr(agreed.spearman)}, "
+            f"{len(agreed.disagreements)} disagreement(s)"
+        )
+    _emit(
+        as_json,
+        {
+            "event": "calibrate.finished",
+            "results": str(json_path),
+            "markdown": str(md_path),
+            "agreement": agreed.to_json() if agreed else None,
+        },
+        f"{text}\nresults: {json_path}  {md_path}",
+    )
+    _exit_on_errors(results, as_json)

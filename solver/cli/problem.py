@@ -1,0 +1,124 @@
+"""`solver problem show PATH` and `solver problem set-info PATH`: inspect what the solver reads.
+
+Bad input prints one line ``error: PATH: what is wrong`` on stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import click
+
+from solver.errors import SolverError
+from solver.problems.files import load_problem
+from solver.problems.sets import FORMATS, load_problem_set, parse_mapping
+
+__all__ = ["problem"]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _reporting_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Turn the project's errors into one line on stderr and their documented exit code."""
+
+    @functools.wraps(command)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return command(*args, **kwargs)
+        except SolverError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper
+
+
+@click.group()
+def problem() -> None:
+    """Inspect problem files and problem sets."""
+
+
+@problem.command("show")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the parsed problem as JSON.")
+@_reporting_errors
+def show(path: Path, as_json: bool) -> None:
+    """Show the parsed fields and the digest of the problem file PATH (.md, .txt or .tex)."""
+    loaded = load_problem(path)
+    if as_json:
+        click.echo(json.dumps(loaded.model_dump(mode="json"), ensure_ascii=False, indent=2))
+        return
+    click.echo(f"id:       {loaded.id}")
+    click.echo(f"digest:   {loaded.digest}")
+    click.echo(f"file:     {loaded.original_digest} ({len(loaded.original_bytes)} bytes)")
+    click.echo(f"points:   {loaded.points}")
+    for label, value in (
+        ("title", loaded.title),
+        ("source", loaded.source),
+        ("answer", loaded.answer),
+    ):
+        if value is not None:
+            click.echo(f"{label + ':':<9} {value}")
+    for label, value in (
+        ("statement", loaded.statement),
+        ("reference solution", loaded.reference_solution),
+        ("grading guidelines", loaded.grading_guidelines),
+    ):
+        if value is not None:
+            click.echo(f"\n{label}:\n{value}")
+
+
+@problem.command("set-info")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "set_format",
+    type=click.Choice(["auto", *FORMATS]),
+    default="auto",
+    show_default=True,
+    help="The set's columns; auto detects the four published formats, else generic.",
+)
+@click.option(
+    "--map",
+    "mappings",
+    multiple=True,
+    metavar="FIELD=COLUMN",
+    help="Read FIELD from COLUMN (repeatable), e.g. --map statement=Problem.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@_reporting_errors
+def set_info(path: Path, set_format: str, mappings: tuple[str, ...], as_json: bool) -> None:
+    """Count the problems of the set PATH (.csv, .jsonl or .json), name its format, list ids."""
+    loaded = load_problem_set(
+        path,
+        format=None if set_format == "auto" else set_format,
+        mapping=parse_mapping(mappings) or None,
+    )
+    for warning in loaded.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if as_json:
+        summary = {
+            "path": str(loaded.path),
+            "format": loaded.format,
+            "count": len(loaded),
+            "digest": loaded.digest,
+            "ids": list(loaded.ids),
+            "with_answer": sum(1 for item in loaded if item.answer is not None),
+            "with_reference_solution": sum(
+                1 for item in loaded if item.reference_solution is not None
+            ),
+            "warnings": list(loaded.warnings),
+        }
+        click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
+        return
+    click.echo(f"format:   {loaded.format}")
+    click.echo(f"count:    {len(loaded)}")
+    click.echo(f"digest:   {loaded.digest}")
+    click.echo("ids:")
+    for problem_id in loaded.ids:
+        click.echo(f"  {problem_id}")

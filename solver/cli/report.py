@@ -1,0 +1,67 @@
+"""`solver report RUN`: a readable account of one run, from its directory alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from solver.cli.errors import reports_errors
+from solver.errors import InputError, NotFound
+from solver.report.html import render_html
+from solver.report.load import DEFAULT_MAX_CHARS, load_report
+from solver.report.markdown import render_markdown
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+@click.command("report")
+@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@click.option(
+    "--html",
+    "html_file",
+    type=click.Path(path_type=Path),
+    help="Also write one self-contained HTML file (no network needed to view it).",
+)
+@click.option(
+    "--md",
+    "md_file",
+    type=click.Path(path_type=Path),
+    help="Write the Markdown here instead of to stdout.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report's data as JSON.")
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=1000),
+    default=DEFAULT_MAX_CHARS,
+    show_default=True,
+    help="Cap on each prompt or response text in the HTML.",
+)
+@reports_errors
+def report(
+    run_dir: Path, html_file: Path | None, md_file: Path | None, as_json: bool, max_chars: int
+) -> None:
+    """Summarise RUN: problem, outcome, selected proof, each candidate's lineage, every call,
+    a timeline, tokens and time per role. Reads only the run directory, takes no lock, and
+    works on an unfinished or running run."""
+    if not run_dir.is_dir():
+        raise NotFound(f"{run_dir}: no such run directory")
+    if not (run_dir / "MANIFEST.json").is_file():
+        raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
+    loaded = load_report(run_dir, with_texts=html_file is not None, max_chars=max_chars)
+    if html_file is not None:
+        _write(html_file, render_html(loaded))
+    if as_json:
+        click.echo(json.dumps(loaded.to_json(), sort_keys=True, ensure_ascii=False))
+    elif md_file is not None:
+        _write(md_file, render_markdown(loaded))
+    else:
+        click.echo(render_markdown(loaded))
+    if html_file is not None and not as_json:
+        click.echo(f"html: {html_file}", err=True)

@@ -1,0 +1,286 @@
+"""`solver solve`, `solver resume`, `solver status`: start, continue and inspect runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich.console import Console
+
+from solver.cli.errors import reports_errors
+from solver.cli.progress import JsonProgress, LiveProgress, ProgressBase
+from solver.config import ResolvedSettings, resolve_settings
+from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
+from solver.loop.engine import Progress
+from solver.loop.state import RunState
+from solver.problems.files import load_problem
+from solver.run.manifest import settings_of_run
+from solver.run.session import RunOutcome, resume_run, start_run
+from solver.run.status import run_status
+from solver.store import RunReader
+
+T = TypeVar("T")
+
+
+def run_interruptibly(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine; the first Ctrl-C or SIGTERM cancels it (the run records the
+    interruption and stays resumable), a second one exits at once."""
+
+    async def main() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        hits = 0
+
+        def on_signal() -> None:
+            nonlocal hits
+            hits += 1
+            if hits == 1:
+                click.echo("\ninterrupting: finishing the record in hand ...", err=True)
+                task.cancel()
+            else:
+                os._exit(EXIT_INTERRUPTED)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal)
+        try:
+            return await make()
+        except asyncio.CancelledError:
+            raise Interrupted(
+                "interrupted; the run is kept and can be continued with `solver resume`"
+            ) from None
+
+    return asyncio.run(main())
+
+
+def _progress_factory(
+    as_json: bool, budget: dict[str, Any], holder: list[ProgressBase]
+) -> Callable[[RunState, Callable[[], float]], Progress]:
+    def make(state: RunState, elapsed: Callable[[], float]) -> Progress:
+        progress: ProgressBase
+        if as_json:
+            progress = JsonProgress(state, budget, elapsed)
+        else:
+            live = LiveProgress(state, budget, elapsed)
+            live.__enter__()
+            progress = live
+        holder.append(progress)
+        return progress
+
+    return make
+
+
+def _close_progress(holder: list[ProgressBase]) -> None:
+    for progress in holder:
+        if isinstance(progress, LiveProgress):
+            progress.__exit__(None, None, None)
+
+
+def _grade_text(score: object) -> str:
+    """A grader that was cut off or unreadable gave no grade: say so rather than "None/7"."""
+    return "ungraded" if score is None else f"grade {score}/7"
+
+
+def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"event": "run.finished", "run_dir": str(outcome.run_dir), **outcome.result},
+                sort_keys=True,
+            )
+        )
+        return
+    r = outcome.result
+    console = Console()
+    console.print(f"[bold]outcome:[/bold] {r['outcome']}  ({r.get('reason', '')})")
+    if r.get("selected"):
+        sel = r["selected"]
+        console.print(
+            f"selected {sel['lineage']} v{sel['version']} "
+            f"({'accepted' if sel['accepted'] else 'not accepted'}); {_grade_text(r.get('score'))}"
+        )
+    if r.get("evaluation_score") is not None:
+        console.print(f"evaluation grade: {r['evaluation_score']}/7")
+    if r.get("answer_check"):
+        console.print(f"answer check: {r['answer_check']['verdict']}")
+    tokens = r.get("tokens", {})
+    calls = r.get("calls", {})
+    console.print(
+        f"{calls.get('total', 0)} calls, {tokens.get('total', 0)} tokens, "
+        f"{r.get('wall_s', 0):.1f} s"
+    )
+    console.print(f"proof:  {outcome.run_dir / 'final' / 'proof.md'}")
+    console.print(f"result: {outcome.run_dir / 'final' / 'result.json'}")
+    console.print(f"audit:  solver audit {outcome.run_dir}")
+
+
+def _flags(**values: Any) -> dict[str, Any]:
+    return {k.replace("__", "."): v for k, v in values.items()}
+
+
+@click.command("solve")
+@click.argument("problem_path", metavar="PROBLEM", type=click.Path(path_type=Path))
+@click.option("--endpoint", help="Base URL of the model endpoint (…/v1).")
+@click.option("--model", help="Model name to request (default: what the endpoint serves).")
+@click.option("--api", type=click.Choice(["chat", "responses", "anthropic"]), help="Protocol.")
+@click.option("--candidates", type=int, help="Lineages solving in parallel (default 4).")
+@click.option("--concurrency", type=int, help="Model calls in flight at once (default 8).")
+@click.option("--verifications", type=int, help="K: passing verifications to accept (5).")
+@click.option("--accept", "accepted_needed", type=int, help="A: accepted lineages to stop (2).")
+@click.option("--max-calls", type=int, help="Budget: model calls in the solve phase.")
+@click.option("--max-tokens", "max_total_tokens", type=int, help="Budget: tokens in total.")
+@click.option("--max-wall", type=float, help="Budget: wall-clock seconds.")
+@click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs go (runs/).")
+@click.option("--run-dir", type=click.Path(path_type=Path), help="Exact directory of this run.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="solver.toml.")
+@click.option("--blind", is_flag=True, help="No evaluation grading even with a reference.")
+@click.option("--seed", type=int, help="Seed for the selector's shuffle.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@reports_errors
+def solve(
+    problem_path: Path,
+    endpoint: str | None,
+    model: str | None,
+    api: str | None,
+    candidates: int | None,
+    concurrency: int | None,
+    verifications: int | None,
+    accepted_needed: int | None,
+    max_calls: int | None,
+    max_total_tokens: int | None,
+    max_wall: float | None,
+    runs_dir: Path | None,
+    run_dir: Path | None,
+    config_file: Path | None,
+    blind: bool,
+    seed: int | None,
+    as_json: bool,
+) -> None:
+    """Solve PROBLEM (.md, .txt or .tex) with the six-role loop; prints the run directory
+    first, live progress, then the outcome."""
+    if run_dir is not None and (run_dir / "MANIFEST.json").exists():
+        raise InputError(
+            f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
+        )
+    problem = load_problem(problem_path)
+    resolved = resolve_settings(
+        config_file=config_file,
+        flags=_flags(
+            endpoint=endpoint,
+            model=model,
+            api=api,
+            candidates=candidates,
+            concurrency=concurrency,
+            acceptance__verifications=verifications,
+            acceptance__accepted_needed=accepted_needed,
+            budget__calls=max_calls,
+            budget__total_tokens=max_total_tokens,
+            budget__wall_clock_s=max_wall,
+            runs_dir=runs_dir,
+            seed=seed,
+        ),
+    )
+    evaluation = not blind and bool(problem.reference_solution or problem.grading_guidelines)
+    holder: list[ProgressBase] = []
+
+    def created(path: Path) -> None:
+        if as_json:
+            click.echo(json.dumps({"event": "run.created", "run_dir": str(path)}))
+        else:
+            click.echo(f"run: {path}")
+        sys.stdout.flush()
+
+    try:
+        outcome = run_interruptibly(
+            lambda: start_run(
+                problem,
+                problem_path,
+                resolved,
+                evaluation=evaluation,
+                argv=sys.argv[1:],
+                make_progress=_progress_factory(as_json, _budget(resolved), holder),
+                on_created=created,
+                run_dir=run_dir,
+            )
+        )
+    finally:
+        _close_progress(holder)
+    _print_outcome(outcome, as_json)
+
+
+def _budget(resolved: ResolvedSettings) -> dict[str, Any]:
+    b = resolved.settings.budget
+    return {"wall_s": b.wall_clock_s, "tokens": b.total_tokens, "calls": b.calls}
+
+
+def _run_budget(run_dir: Path, resolved_now: ResolvedSettings) -> dict[str, Any]:
+    """The budget a run was started with (its manifest), not today's configuration."""
+    if not (run_dir / "MANIFEST.json").is_file():
+        return _budget(resolved_now)  # resume_run reports the missing run
+    manifest = RunReader(run_dir).manifest
+    settings = settings_of_run(manifest, resolved_now)
+    return _budget(ResolvedSettings(settings, resolved_now.sources, resolved_now.config_file))
+
+
+@click.command("resume")
+@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@click.option("--allow-model-change", is_flag=True, help="Go on even if the served model changed.")
+@click.option("--config", "config_file", type=click.Path(path_type=Path), help="For the API key.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@reports_errors
+def resume(
+    run_dir: Path, allow_model_change: bool, config_file: Path | None, as_json: bool
+) -> None:
+    """Continue RUN after a crash, kill, reboot or Ctrl-C. Completed calls are never repeated."""
+    resolved = resolve_settings(config_file=config_file)
+    budget = _run_budget(run_dir, resolved)
+    holder: list[ProgressBase] = []
+    try:
+        outcome = run_interruptibly(
+            lambda: resume_run(
+                run_dir,
+                resolved,
+                allow_model_change=allow_model_change,
+                argv=sys.argv[1:],
+                make_progress=_progress_factory(as_json, budget, holder),
+            )
+        )
+    finally:
+        _close_progress(holder)
+    _print_outcome(outcome, as_json)
+
+
+@click.command("status")
+@click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@reports_errors
+def status(run_dir: Path, as_json: bool) -> None:
+    """Show whether RUN is running, interrupted, crashed or finished, with its totals.
+    Takes no lock: safe while the run is going."""
+    info = run_status(run_dir)
+    if as_json:
+        click.echo(json.dumps(info, sort_keys=True))
+        return
+    console = Console()
+    console.print(f"[bold]{info['state']}[/bold]  {run_dir}")
+    for key in (
+        "phase",
+        "outcome",
+        "sessions",
+        "calls",
+        "in_flight",
+        "accepted",
+        "tokens",
+        "wall_s",
+        "last_activity",
+        "holder",
+    ):
+        if info.get(key) not in (None, ""):
+            console.print(f"  {key}: {info[key]}")

@@ -1,1 +1,0 @@
-"""Click commands, one module per verb group."""

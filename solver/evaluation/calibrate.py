@@ -1,0 +1,215 @@
+"""`solver eval calibrate FILE`: grade proofs that humans already graded, and measure agreement.
+
+FILE is JSON Lines, one graded proof a line, in either shape:
+
+- DeepSeekMath-V2 outputs: ``{"question", "problem_idx", "model_prediction": {"proof",
+  "human_rating"}}``;
+- generic: ``{"id", "problem" | "statement" | "question", "proof" | "response",
+  "human_grade" | "human_rating" | "points", "reference_solution"?, "grading_guidelines"?,
+  "max_points"?}``.
+
+Each proof is graded by a grading-only run (``OUT/<item>/``, no solve phase; G graders in
+evaluation mode, reconciled when they disagree), resumable like `solver eval`. Human grades on
+another scale (``max_points``) are mapped to 0-7 before comparing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from solver.evaluation.evaluate import JobResult
+from solver.evaluation.scores import FULL_GRADE, Agreement, agreement
+from solver.problems.files import Problem, read_checked_text
+from solver.store import write_atomic
+
+MAX_FILE_BYTES = 256 * 1024 * 1024
+CALIBRATION_FORMAT = "solver-calibration/1"
+
+
+@dataclass(frozen=True)
+class GradedProof:
+    item: str
+    problem: Problem
+    proof: str
+    human: float  # on the 0-7 scale
+
+
+def _first(row: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if row.get(key) not in (None, ""):
+            return row[key]
+    return None
+
+
+def _graded(path: Path, line_no: int, row: dict[str, Any]) -> GradedProof:
+    where = f"{path}: line {line_no}"
+    prediction = row.get("model_prediction")
+    # DeepSeekMath-V2 outputs nest the proof and its human grade.
+    merged = {**row, **prediction} if isinstance(prediction, dict) else row
+    item = _first(merged, "id", "problem_idx", "item")
+    statement = _first(merged, "problem", "statement", "question")
+    proof = _first(merged, "proof", "response")
+    human = _first(merged, "human_grade", "human_rating", "points")
+    if statement is None or proof is None or human is None:
+        raise ValueError(f"{where}: needs a problem statement, a proof and a human grade")
+    if not isinstance(human, int | float) or isinstance(human, bool):
+        raise ValueError(f"{where}: the human grade {human!r} is not a number")
+    max_points = _first(merged, "max_points") or FULL_GRADE
+    if not isinstance(max_points, int | float) or max_points <= 0 or not 0 <= human <= max_points:
+        raise ValueError(f"{where}: the human grade {human} is not within 0-{max_points}")
+    item = str(item if item is not None else f"line-{line_no}")
+    try:
+        problem = Problem(
+            id=item,
+            statement=str(statement),
+            reference_solution=_first(merged, "reference_solution", "solution"),
+            grading_guidelines=_first(merged, "grading_guidelines", "rubric"),
+            origin=f"{path.name}#line-{line_no}",
+        )
+    except ValidationError as exc:
+        raise ValueError(f"{where}: {exc.errors()[0]['msg']}") from None
+    return GradedProof(item, problem, str(proof), human * FULL_GRADE / max_points)
+
+
+def load_graded(path: Path) -> list[GradedProof]:
+    """Read FILE; every problem is one line "FILE: line N: what is wrong" (InputError)."""
+    from solver.problems.files import input_error
+
+    _, text = read_checked_text(path, extensions=(".jsonl",), max_bytes=MAX_FILE_BYTES)
+    items: list[GradedProof] = []
+    seen: set[str] = set()
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise input_error(path, f"line {line_no}: not JSON ({exc.msg})") from None
+        if not isinstance(row, dict):
+            raise input_error(path, f"line {line_no}: not a JSON object")
+        try:
+            graded = _graded(path, line_no, row)
+        except ValueError as exc:
+            raise input_error(path, str(exc).split(": ", 1)[1]) from None
+        if graded.item in seen:
+            graded = GradedProof(
+                f"{graded.item}@line-{line_no}", graded.problem, graded.proof, graded.human
+            )
+        seen.add(graded.item)
+        items.append(graded)
+    if not items:
+        raise input_error(path, "no graded proofs in the file")
+    return items
+
+
+def calibration_report(
+    items: list[GradedProof], results: list[JobResult]
+) -> tuple[Agreement | None, list[dict[str, Any]]]:
+    """Agreement over the items whose grading run finished, and one row per item."""
+    by_item = {r.job.key: r for r in results}
+    rows: list[dict[str, Any]] = []
+    pairs: list[tuple[str, float, float]] = []
+    for graded in items:
+        done = by_item.get(graded.item)
+        result = done.result if done is not None else {}
+        finished = done is not None and done.status == "finished"
+        model = result.get("evaluation_score") if finished else None
+        evaluation = result.get("evaluation") or {}
+        rows.append(
+            {
+                "item": graded.item,
+                "human": graded.human,
+                "model": model,
+                # Graded, but no grade could be read: left out of the agreement, and said so.
+                "ungraded": finished and model is None,
+                "grader_scores": evaluation.get("scores", []),
+                "reconciled": bool(evaluation.get("reconciled")),
+                "status": done.status if done else "unfinished",
+                "error": done.error if done else "",
+                "run_dir": str(done.job.run_dir) if done else "",
+            }
+        )
+        if model is not None:
+            pairs.append((graded.item, graded.human, float(model)))
+    return (agreement(pairs) if pairs else None), rows
+
+
+def _fmt(value: float | None) -> str:
+    return "undefined (no variance)" if value is None else f"{value:.3f}"
+
+
+def calibration_markdown(
+    source: str, graders: int, agreed: Agreement | None, rows: list[dict[str, Any]]
+) -> str:
+    lines = [
+        f"# Grader calibration: {source}",
+        "",
+        f"{len(rows)} graded proofs, {graders} grader(s) each.",
+        "",
+    ]
+    ungraded = [row["item"] for row in rows if row.get("ungraded")]
+    if ungraded:
+        lines += [f"Ungraded (no grade could be read; not compared): {', '.join(ungraded)}.", ""]
+    if agreed is None:
+        lines += ["No grading run has finished with a grade yet.", ""]
+    else:
+        lines += [
+            f"- exact agreement: {agreed.exact:.1%} ({round(agreed.exact * agreed.n)}/{agreed.n})",
+            f"- within one point: {agreed.within_one:.1%}",
+            f"- Pearson correlation: {_fmt(agreed.pearson)}",
+            f"- Spearman correlation: {_fmt(agreed.spearman)}",
+            f"- mean absolute difference: {agreed.mean_abs_error:.2f} points",
+            f"- bias (model - human): {agreed.bias:+.2f} points",
+            "",
+            "## Disagreements",
+            "",
+        ]
+        if not agreed.disagreements:
+            lines.append("None.")
+        for d in agreed.disagreements:
+            lines.append(f"- {d.item}: human {d.human:g}, model {d.model:g} ({d.difference:+g})")
+        lines.append("")
+    lines += [
+        "## Items",
+        "",
+        "| item | human | model | graders | status |",
+        "|---|---|---|---|---|",
+    ]
+    for row in rows:
+        model = (
+            "ungraded"
+            if row.get("ungraded")
+            else "-"
+            if row["model"] is None
+            else str(row["model"])
+        )
+        scores = ", ".join("-" if s is None else str(s) for s in row["grader_scores"])
+        mark = " (reconciled)" if row["reconciled"] else ""
+        status = row["status"] + (f": {row['error']}" if row["error"] else "")
+        lines.append(
+            f"| {row['item']} | {row['human']:g} | {model} | {scores}{mark} | "
+            f"{status.replace('|', '/')} |"
+        )
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_calibration(
+    out_dir: Path, header: dict[str, Any], agreed: Agreement | None, rows: list[dict[str, Any]]
+) -> tuple[Path, Path]:
+    data = {
+        "format": CALIBRATION_FORMAT,
+        **header,
+        "agreement": agreed.to_json() if agreed else None,
+        "items": rows,
+    }
+    json_path, md_path = out_dir / "calibration.json", out_dir / "calibration.md"
+    write_atomic(json_path, json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
+    markdown = calibration_markdown(header["input"]["path"], header["graders"], agreed, rows)
+    write_atomic(md_path, markdown.encode())
+    return json_path, md_path

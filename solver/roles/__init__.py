@@ -1,0 +1,250 @@
+"""The six roles: what each may see, its templates, how its output is parsed.
+
+Each role module declares ``Inputs`` (a frozen pydantic model, ``extra="forbid"``, every field
+tagged with an input kind), its templates under ``prompts/<role>/`` (one system and one user
+template per variant), ``parse(text) -> Output`` (never raises) and ``CONSERVATIVE``, the outcome
+taken when output does not parse. This package imports only its own modules, pydantic, jinja2
+and the standard library; it knows nothing of transport, storage or the loop.
+
+Policy keys: the six role names, plus ``grader:evaluation`` and ``grader:reconcile`` for grading
+in evaluation mode (after the solve phase; they may also see the reference solution and the
+grading guidelines, and the reconciliation grader the other graders' judgments).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from pydantic import BaseModel
+
+from solver.roles import generator, grader, reviewer, reviser, selector, verifier
+from solver.roles.base import (
+    FORBIDDEN_EVERYWHERE,
+    INPUT_KINDS,
+    InputKind,
+    Kind,
+    RoleInputs,
+    RoleOutput,
+    input_kinds,
+    label_index,
+    proof_label,
+)
+from solver.roles.proof import ProofParts, extract_proof, strip_thinking
+from solver.roles.templates import (
+    referenced_templates,
+    render_template,
+    template_digests,
+    template_names,
+    template_source,
+)
+
+__all__ = [
+    "FORBIDDEN_EVERYWHERE",
+    "INPUT_KINDS",
+    "ISOLATION_POLICY",
+    "POLICY_KEYS",
+    "ROLE_NAMES",
+    "InputKind",
+    "Kind",
+    "ProofParts",
+    "RoleInputs",
+    "RoleOutput",
+    "RoleSpec",
+    "check_isolation",
+    "extract_proof",
+    "get_role",
+    "input_kinds",
+    "isolation_policy_record",
+    "label_index",
+    "proof_label",
+    "render",
+    "strip_thinking",
+    "template_digests",
+    "template_names",
+    "template_source",
+    "templates_for",
+]
+
+ROLE_NAMES: tuple[str, ...] = (
+    "generator",
+    "verifier",
+    "reviewer",
+    "reviser",
+    "grader",
+    "selector",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RoleSpec:
+    """Everything the engine needs to call one role (or one grader mode)."""
+
+    name: str
+    inputs_model: type[RoleInputs]
+    output_model: type[RoleOutput]
+    variants: tuple[str, ...]
+    templates: Mapping[str, tuple[str, str]]
+    parse: Callable[[str], RoleOutput]
+    conservative: RoleOutput
+
+    @property
+    def allowed_kinds(self) -> frozenset[str]:
+        return frozenset(self.inputs_model.KINDS.values())
+
+
+def _spec(
+    name: str,
+    inputs: type[RoleInputs],
+    output: type[RoleOutput],
+    templates: dict[str, tuple[str, str]],
+    parse: Callable[[str], RoleOutput],
+    conservative: RoleOutput,
+) -> RoleSpec:
+    return RoleSpec(
+        name=name,
+        inputs_model=inputs,
+        output_model=output,
+        variants=tuple(templates),
+        templates=MappingProxyType(dict(templates)),
+        parse=parse,
+        conservative=conservative,
+    )
+
+
+_SPECS: dict[str, RoleSpec] = {
+    spec.name: spec
+    for spec in (
+        _spec(
+            "generator",
+            generator.Inputs,
+            generator.Output,
+            generator.TEMPLATES,
+            generator.parse,
+            generator.CONSERVATIVE,
+        ),
+        _spec(
+            "verifier",
+            verifier.Inputs,
+            verifier.Output,
+            verifier.TEMPLATES,
+            verifier.parse,
+            verifier.CONSERVATIVE,
+        ),
+        _spec(
+            "reviewer",
+            reviewer.Inputs,
+            reviewer.Output,
+            reviewer.TEMPLATES,
+            reviewer.parse,
+            reviewer.CONSERVATIVE,
+        ),
+        _spec(
+            "reviser",
+            reviser.Inputs,
+            reviser.Output,
+            reviser.TEMPLATES,
+            reviser.parse,
+            reviser.CONSERVATIVE,
+        ),
+        _spec(
+            "grader",
+            grader.Inputs,
+            grader.Output,
+            grader.TEMPLATES,
+            grader.parse,
+            grader.CONSERVATIVE,
+        ),
+        _spec(
+            grader.EVALUATION,
+            grader.EvaluationInputs,
+            grader.Output,
+            grader.EVALUATION_TEMPLATES,
+            grader.parse,
+            grader.CONSERVATIVE,
+        ),
+        _spec(
+            grader.RECONCILE,
+            grader.ReconcileInputs,
+            grader.Output,
+            grader.RECONCILE_TEMPLATES,
+            grader.parse,
+            grader.CONSERVATIVE,
+        ),
+        _spec(
+            "selector",
+            selector.Inputs,
+            selector.Output,
+            selector.TEMPLATES,
+            selector.parse,
+            selector.CONSERVATIVE,
+        ),
+    )
+}
+
+POLICY_KEYS: tuple[str, ...] = tuple(_SPECS)
+
+# Role (policy key) -> the input kinds its calls may carry. Derived from the Inputs models, so
+# the policy and what can be built are one and the same thing; the manifest records it.
+ISOLATION_POLICY: dict[str, frozenset[str]] = {
+    key: spec.allowed_kinds for key, spec in _SPECS.items()
+}
+
+if any(FORBIDDEN_EVERYWHERE & kinds for kinds in ISOLATION_POLICY.values()):
+    raise RuntimeError("a role's Inputs carries a kind that no role may see")
+
+
+def isolation_policy_record() -> dict[str, list[str]]:
+    """:data:`ISOLATION_POLICY` as sorted JSON-ready lists (for the run manifest)."""
+    return {key: sorted(kinds) for key, kinds in sorted(ISOLATION_POLICY.items())}
+
+
+def get_role(name: str) -> RoleSpec:
+    """The spec of a role or grader mode; KeyError names the valid keys."""
+    try:
+        return _SPECS[name]
+    except KeyError:
+        raise KeyError(f"unknown role {name!r}; known: {', '.join(POLICY_KEYS)}") from None
+
+
+def templates_for(role: str, variant: str) -> tuple[str, ...]:
+    """Every template a call of ``role``/``variant`` renders, includes resolved, sorted."""
+    system, user = _templates(get_role(role), variant)
+    return tuple(sorted(set(referenced_templates(system)) | set(referenced_templates(user))))
+
+
+def _templates(spec: RoleSpec, variant: str) -> tuple[str, str]:
+    try:
+        return spec.templates[variant]
+    except KeyError:
+        raise KeyError(
+            f"role {spec.name!r} has no variant {variant!r}; known: {', '.join(spec.variants)}"
+        ) from None
+
+
+def check_isolation(role: str, inputs: BaseModel) -> None:
+    """Raise TypeError unless ``inputs`` is exactly the role's Inputs model and every kind it
+    carries is allowed for the role."""
+    spec = get_role(role)
+    if type(inputs) is not spec.inputs_model:
+        raise TypeError(
+            f"role {role!r} takes {spec.inputs_model.__module__}.{spec.inputs_model.__name__},"
+            f" not {type(inputs).__module__}.{type(inputs).__name__}"
+        )
+    carried = set(input_kinds(inputs).values())
+    forbidden = carried - ISOLATION_POLICY[role]
+    if forbidden:
+        raise TypeError(f"role {role!r} may not see {', '.join(sorted(forbidden))}")
+
+
+def render(role: str, variant: str, inputs: BaseModel) -> tuple[tuple[str, str], ...]:
+    """The messages of one call: ``(("system", ...), ("user", ...))``, built only from
+    ``inputs``. Deterministic: the same inputs give the same bytes."""
+    check_isolation(role, inputs)
+    system, user = _templates(get_role(role), variant)
+    context = {name: getattr(inputs, name) for name in type(inputs).model_fields}
+    return (
+        ("system", render_template(system, context)),
+        ("user", render_template(user, context)),
+    )

@@ -1,0 +1,441 @@
+"""Start, resume and finish runs: the glue between the CLI, the run store and the engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from solver import roles
+from solver.config import ResolvedSettings, Settings
+from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound, RunCorrupt
+from solver.identity import code_identity, host_name, new_run_id, utc_stamp
+from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
+from solver.loop.contexts import ContextBuilder
+from solver.loop.engine import (
+    Engine,
+    Progress,
+    Recorder,
+    monotonic_elapsed,
+    wait_for_endpoint,
+)
+from solver.loop.finish import write_finish
+from solver.loop.policy import PolicyConfig
+from solver.loop.state import RunState
+from solver.problems.files import Problem
+from solver.records import (
+    LOOP_RECORD_TYPES,
+    RECORD_VERSION,
+    ArtifactPut,
+    Decision,
+    EndpointProbed,
+    NetConnect,
+    SessionEnded,
+    SessionStarted,
+)
+from solver.run.manifest import build_manifest, manifest_blobs, settings_of_run
+from solver.run.sources import resolve_endpoint, resume_endpoint, resume_signing_key
+from solver.store import Record, RunReader, RunStore, holds_only_create_leftovers
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_dir: Path
+    outcome: str
+    result: dict[str, Any]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "problem"
+
+
+def policy_config(settings: Settings, *, evaluation: bool, material: bool) -> PolicyConfig:
+    acceptance = settings.acceptance
+    return PolicyConfig(
+        candidates=settings.candidates,
+        verifications=acceptance.verifications,
+        accepted_needed=acceptance.accepted_needed,
+        max_failed_rounds=acceptance.max_failed_rounds,
+        max_lineages=acceptance.max_lineages or 3 * settings.candidates,
+        abandon_on_recurring=acceptance.abandon_on_recurring,
+        wall_clock_s=settings.budget.wall_clock_s,
+        total_tokens=settings.budget.total_tokens,
+        calls=settings.budget.calls,
+        evaluation=evaluation,
+        evaluation_graders=settings.grading.evaluation_graders,
+        evaluation_material=material,
+        reconcile_spread=settings.grading.reconcile_spread,
+        variants={name: roles.get_role(name).variants for name in roles.POLICY_KEYS},
+    )
+
+
+def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[str, Any]]:
+    def sampling(role: str) -> dict[str, Any]:
+        chosen = settings.role(role)
+        return {
+            "max_tokens": chosen.max_tokens,
+            "temperature": chosen.temperature,
+            "top_p": chosen.top_p,
+            "reasoning": chosen.reasoning,
+            "seed": seed,
+        }
+
+    return sampling
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Folding a long journal allocates a few objects per record and frees none of them, so
+    the cyclic collector would only rescan them again and again (about half the time of a
+    100k-record resume). Nothing folded forms a cycle; pausing it loses nothing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def open_run(run_dir: Path, signing_key: Path | None = None) -> tuple[RunStore, RunState]:
+    """Take the run's writer lock, repair and verify its journal, fold it into state."""
+    if not (run_dir / "MANIFEST.json").is_file():
+        raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
+    with _collector_paused():
+        store = RunStore.open(run_dir, signing_key=signing_key)
+        try:
+            state = fold(store.records())
+        except BaseException:
+            store.close()
+            raise
+    return store, state
+
+
+def fold(records: Iterator[Record]) -> RunState:
+    """RunState from journal records. Versions newer than this solver reads are refused."""
+    state = RunState()
+    newest = RECORD_VERSION
+    for rec in records:
+        if rec.v > newest and rec.type in LOOP_RECORD_TYPES:
+            raise RunCorrupt(
+                f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads up to "
+                f"{newest}: upgrade olympiad-solver to continue this run"
+            )
+        state.apply_raw(rec.type, rec.data, rec.t)
+    return state
+
+
+async def _drive(
+    store: RunStore,
+    state: RunState,
+    settings: Settings,
+    endpoint: Endpoint,
+    problem: Problem,
+    evaluation: bool,
+    reason: str,
+    argv: list[str],
+    allow_model_change: bool,
+    make_progress: Callable[[RunState, Callable[[], float]], Progress],
+) -> RunOutcome:
+    recorder = Recorder(store, state)
+    session = state.sessions + 1
+    store.set_session(session)
+    prior = state.ended_wall_s
+    elapsed = monotonic_elapsed(prior)
+    recorder.append(
+        SessionStarted(
+            session=session,
+            reason=reason,
+            pid=os.getpid(),
+            host=host_name(),
+            code=code_identity(),
+            argv=argv,
+            allow_model_change=allow_model_change,
+        )
+    )
+    timeouts = settings.timeouts
+    deadlines = Deadlines(
+        connect=timeouts.connect_s,
+        first_byte=timeouts.first_byte_s,
+        idle=timeouts.idle_s,
+        total=timeouts.total_s,
+    )
+    retry = RetryPolicy(
+        max_attempts=settings.retry.max_attempts, max_wait=settings.retry.max_wait_s
+    )
+    ended = False
+
+    def end(why: str, detail: str = "") -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            recorder.append(
+                SessionEnded(
+                    session=session,
+                    reason=why,
+                    detail=detail,
+                    wall_s=elapsed() - prior,
+                )
+            )
+
+    def journal_connection(conn: Connection) -> None:
+        # a probe's connection, which the calls after it may reuse: no call id
+        recorder.append(
+            NetConnect(call_id="", host=conn.host, port=conn.port, address=conn.address)
+        )
+
+    try:
+        async with ModelClient(
+            endpoint, deadlines=deadlines, retry=retry, on_connect=journal_connection
+        ) as client:
+            try:
+                info = await wait_for_endpoint(client, settings.retry.endpoint_wait_s)
+            except EndpointUnavailable as exc:
+                end("endpoint_unavailable", str(exc))
+                raise
+            served = info.models[0] if info.models else endpoint.model
+            changed = None
+            if state.first_served_model and served != state.first_served_model:
+                if not allow_model_change:
+                    end("error", "served model changed")
+                    raise ModelChanged(
+                        f"the endpoint now serves {served!r}, but this run used "
+                        f"{state.first_served_model!r}; pass --allow-model-change to go on anyway"
+                    )
+                changed = state.first_served_model
+            recorder.append(
+                EndpointProbed(
+                    url=info.url,
+                    models=list(info.models),
+                    served_model=served,
+                    context_length=info.context_length,
+                    response=recorder.blob(info.raw) if info.raw else None,
+                    model_changed_from=changed,
+                )
+            )
+            model = endpoint.model or served
+            progress = make_progress(state, elapsed)
+            engine = Engine(
+                recorder=recorder,
+                client=client,
+                contexts=ContextBuilder(store, state, problem, seed=settings.seed),
+                policy=policy_config(
+                    settings,
+                    evaluation=evaluation,
+                    material=bool(problem.reference_solution or problem.grading_guidelines),
+                ),
+                model=model,
+                api=endpoint.api,
+                sampling=sampling_for(settings, None),
+                concurrency=settings.concurrency,
+                progress=progress,
+                elapsed=elapsed,
+                endpoint_wait_s=settings.retry.endpoint_wait_s,
+            )
+            if state.phase != "finished":
+                finish = await engine.run()
+                result = write_finish(recorder, problem, finish, elapsed())
+            else:
+                result = {"outcome": state.outcome}
+            end("finished")
+            return RunOutcome(store.run_dir, str(result["outcome"]), result)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        end("interrupted")
+        raise
+    except EndpointUnavailable as exc:  # mid-run: the endpoint went away and stayed away
+        with contextlib.suppress(OSError):
+            end("endpoint_unavailable", str(exc))
+        raise
+    except OSError as exc:
+        if exc.errno in (28, 27):
+            # The disk is full: the record may not fit either (then status shows a crash,
+            # and the next session repairs), but a blob that did not fit leaves room for it.
+            store.mark_stopped("storage_full")
+            with contextlib.suppress(OSError):
+                end("storage_full", str(exc))
+            ended = True
+        raise
+    except BaseException as exc:
+        if not ended:
+            with contextlib.suppress(OSError):
+                end("error", f"{type(exc).__name__}: {exc}")
+        raise
+
+
+async def start_run(
+    problem: Problem,
+    problem_path: Path | None,
+    resolved: ResolvedSettings,
+    *,
+    evaluation: bool,
+    argv: list[str],
+    make_progress: Callable[[RunState, Callable[[], float]], Progress],
+    on_created: Callable[[Path], None],
+    run_dir: Path | None = None,
+    given_proof: str | None = None,
+) -> RunOutcome:
+    """Create a run and drive it to its finish. With ``given_proof`` the run only grades that
+    proof in evaluation mode (``solver eval calibrate``): there is no solve phase."""
+    settings = resolved.settings
+    if given_proof is not None:
+        evaluation = True
+    endpoint, endpoint_info = resolve_endpoint(settings)
+    run_id = new_run_id()
+    if run_dir is None:
+        stem = _slug(problem_path.stem if problem_path else problem.id)
+        run_dir = settings.runs_dir / f"{utc_stamp()}_{stem}_{run_id[-8:]}"
+    elif run_dir.is_dir() and not holds_only_create_leftovers(run_dir):
+        raise InputError(
+            f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
+        )
+    manifest = build_manifest(
+        problem, problem_path, resolved, endpoint, endpoint_info, evaluation, argv, run_id
+    )
+    if given_proof is not None:
+        manifest["given_proof"] = given_proof  # so that a resume can record it if need be
+    store = RunStore.create(
+        run_dir, manifest, signing_key=settings.signing_key, blobs=manifest_blobs(problem)
+    )
+    with store:
+        on_created(run_dir)
+        state = RunState()
+        recorder = Recorder(store, state)
+        store.set_session(1)
+        record_inputs(recorder, problem, evaluation, given_proof)
+        return await _drive(
+            store,
+            state,
+            settings,
+            endpoint,
+            problem,
+            evaluation,
+            "fresh",
+            argv,
+            False,
+            make_progress,
+        )
+
+
+def record_inputs(
+    recorder: Recorder, problem: Problem, evaluation: bool, given_proof: str | None
+) -> None:
+    """The run's inputs as artifacts (and, for a grading-only run, the given proof and the
+    decisions that skip the solve phase). Idempotent: a session killed right after the run
+    was created left some of them unwritten, and every session calls this first."""
+    state = recorder.state
+    for artifact, kind, text in problem_artifacts(problem, evaluation):
+        if artifact not in state.artifacts:
+            recorder.append(
+                ArtifactPut(
+                    artifact=artifact,
+                    kind=kind,
+                    blob=recorder.blob(text.encode()),
+                    producer="problem",
+                )
+            )
+    if given_proof is None:
+        return
+    if "given.v0.proof" not in state.artifacts:
+        recorder.append(
+            ArtifactPut(
+                artifact="given.v0.proof",
+                kind="proof_text",
+                blob=recorder.blob(given_proof.encode()),
+                producer="input",
+                lineage="given",
+                version=0,
+            )
+        )
+    if state.selected is None:
+        recorder.append(Decision(kind="selected", lineage="given", version=0, reason="given proof"))
+    if state.phase == "solve":
+        recorder.append(Decision(kind="phase", phase="evaluate", reason="grading only"))
+
+
+def problem_artifacts(problem: Problem, evaluation: bool) -> list[tuple[str, str, str]]:
+    found = [("problem", "problem_statement", problem.statement)]
+    if evaluation and problem.reference_solution:
+        found.append(("reference_solution", "reference_solution", problem.reference_solution))
+    if evaluation and problem.grading_guidelines:
+        found.append(("grading_guidelines", "grading_guidelines", problem.grading_guidelines))
+    return found
+
+
+async def resume_run(
+    run_dir: Path,
+    resolved_now: ResolvedSettings,
+    *,
+    allow_model_change: bool,
+    argv: list[str],
+    make_progress: Callable[[RunState, Callable[[], float]], Progress],
+) -> RunOutcome:
+    if not (run_dir / "MANIFEST.json").is_file():
+        raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
+    today = resolved_now.settings.signing_key
+    key = resume_signing_key(run_dir, today, lambda: read_state(run_dir)[1])
+    store, state = open_run(run_dir, key)
+    with store:
+        manifest = store.manifest
+        recorder = Recorder(store, state)
+        if state.session_open:
+            # Also for a finished run: a kill after run.finished leaves its session open.
+            recorder.append(
+                SessionEnded(
+                    session=state.sessions,
+                    reason="crashed",
+                    detail="the session ended without recording why (killed or crashed)",
+                    wall_s=seconds_between(state.session_started_t, state.last_t),
+                )
+            )
+        if state.phase == "finished":
+            return finished_outcome(store, state)
+        settings = settings_of_run(manifest, resolved_now)
+        problem = Problem.model_validate(manifest["problem"]["record"])
+        record_inputs(recorder, problem, bool(manifest["evaluation"]), manifest.get("given_proof"))
+        api_key = settings.api_key.get_secret_value() if settings.api_key else None
+        return await _drive(
+            store,
+            state,
+            settings,
+            resume_endpoint(manifest, api_key),
+            problem,
+            bool(manifest["evaluation"]),
+            "resume",
+            argv,
+            allow_model_change,
+            make_progress,
+        )
+
+
+def finished_outcome(store: RunStore, state: RunState) -> RunOutcome:
+    """A finished run resumed: nothing to do, no session and no endpoint (the store still
+    writes a signed run's attestation if a crash came just before it)."""
+    try:
+        result = json.loads((store.run_dir / "final" / "result.json").read_bytes())
+    except (OSError, ValueError):
+        result = {"outcome": state.outcome}
+    return RunOutcome(store.run_dir, str(state.outcome), result)
+
+
+def seconds_between(start: str, end: str) -> float:
+    if not start or not end:
+        return 0.0
+    a = datetime.fromisoformat(start.replace("Z", "+00:00"))
+    b = datetime.fromisoformat(end.replace("Z", "+00:00"))
+    return max((b - a).total_seconds(), 0.0)
+
+
+def read_state(run_dir: Path) -> tuple[RunReader, RunState]:
+    if not (run_dir / "MANIFEST.json").is_file():
+        raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
+    reader = RunReader(run_dir)
+    with _collector_paused():
+        return reader, fold(reader.records())

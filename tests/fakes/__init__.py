@@ -1,1 +1,0 @@
-"""Test doubles shared by the test suites (the scripted fake model server)."""
