@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from solver import roles
-from solver.audit.checks import AuditContext, Check, Status, capped, register_check
+from solver.audit.base import AuditContext, Check, Status, capped
 from solver.audit.records import digest_of, read_blob, records_of, row_about
 from solver.llm import (
     decode_body,
@@ -36,7 +36,6 @@ TERMINAL_ATTEMPT = ("llm.completed", "llm.failed", "llm.abandoned")
 TERMINAL_CALL = ("call.completed", "call.failed", "call.cancelled")
 
 
-@register_check
 def check_call_outcomes(ctx: AuditContext) -> list[Check]:
     finished = ctx.finished is not None
     rows: list[Check] = []
@@ -277,7 +276,6 @@ def _policy_rows(ctx: AuditContext) -> list[Check]:
     return rows
 
 
-@register_check
 def check_isolation(ctx: AuditContext) -> list[Check]:
     rows: list[Check] = _policy_rows(ctx)
     policy = roles.ISOLATION_POLICY

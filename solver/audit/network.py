@@ -6,7 +6,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from solver.audit.checks import AuditContext, Check, capped, register_check
+from solver.audit.base import AuditContext, Check, capped
 from solver.audit.records import records_of, row_about
 
 
@@ -63,7 +63,6 @@ def _moved_local_ports(
     return moved
 
 
-@register_check
 def check_network(ctx: AuditContext) -> list[Check]:
     """Judged on the peer address each connection reached (what the socket reports), not
     on the host the client meant to reach, which is the same constant in every record."""

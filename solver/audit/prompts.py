@@ -14,7 +14,7 @@ from typing import Any
 import jinja2
 
 from solver import roles
-from solver.audit.checks import AuditContext, Check, capped, register_check
+from solver.audit.base import AuditContext, Check, capped
 from solver.audit.records import digest_of, read_blob, records_of, row_about
 from solver.llm import Message, encode_request, request_from_params
 from solver.roles.templates import environment_from, render_template
@@ -70,7 +70,6 @@ def _render(
     ]
 
 
-@register_check
 def check_prompts(ctx: AuditContext) -> list[Check]:
     rows: list[Check] = []
     templates = _Templates(ctx)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from solver.audit.checks import AuditContext, Check, Status
+from solver.audit.base import AuditContext, Check, Status
 from solver.store import Record
 
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from solver.audit.checks import AuditContext, Check, capped, relative
+from solver.audit.base import AuditContext, Check, capped, relative
 from solver.store.attest import (
     PAYLOAD_INTOTO,
     PAYLOAD_SEAL,

@@ -14,7 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from solver.audit.checks import AuditReport, audit_run, statuses
+from solver.audit import AuditReport, audit_run, statuses
 from solver.errors import EXIT_AUDIT, EXIT_INPUT, EXIT_NOT_FOUND, EXIT_OK
 from solver.store import StoreError
 

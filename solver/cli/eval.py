@@ -1,4 +1,4 @@
-"""`solver eval SET` and `solver eval calibrate FILE` (see solver/evaluation/evaluate.py for the layout)."""
+"""`solver eval SET` and `solver eval calibrate FILE` (layout: solver/evaluation/evaluate.py)."""
 
 from __future__ import annotations
 

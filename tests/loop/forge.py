@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from solver.audit.checks import audit_run
+from solver.audit import audit_run
 from solver.store import RunReader, RunStore
 
 Edit = Callable[[RunStore, str, dict[str, Any]], dict[str, Any] | None]

@@ -143,7 +143,7 @@ def state_of(run_dir: Path) -> RunState:
 
 
 def audit_ok(run_dir: Path) -> None:
-    from solver.audit.checks import audit_run
+    from solver.audit import audit_run
 
     report = audit_run(run_dir)
     failing = [c for c in report.checks if c.status == "fail"]

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from solver import roles
+from solver.audit import AuditContext, audit_run
 from solver.audit.calls import check_isolation
-from solver.audit.checks import AuditContext, audit_run
 from solver.llm import Message, encode_request, request_from_params
 from solver.roles.templates import environment_from, render_template, template_source
 from solver.store import Record, RunReader, RunStore

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from solver.audit.checks import audit_run
+from solver.audit import audit_run
 from solver.store import RunStore
 from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from solver.audit.checks import AuditReport, audit_run
+from solver.audit import AuditReport, audit_run
 from solver.config import resolve_settings
 from solver.endpoint_file import EndpointDescriptor, write_descriptor
 from solver.store import RunReader, canonical_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.audit.checks import audit_run
+from solver.audit import audit_run
 from solver.store import RunReader
 from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from solver.audit.checks import audit_run
+from solver.audit import audit_run
 from solver.config import resolve_settings
 from solver.errors import InputError, exit_code_for
 from solver.roles.templates import template_source

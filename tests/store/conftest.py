@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.audit.checks import AuditReport, Check, audit_run, store_checks
+from solver.audit import AuditReport, Check, audit_run, store_checks
 from solver.store import BlobRef, RunStore, generate_key_pair
 
 MANIFEST = {
