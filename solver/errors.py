@@ -1,4 +1,4 @@
-"""The project's exception tree and the CLI exit code of each family.
+"""The project's one exception tree; each class carries the CLI exit code of its family.
 
 ::
 
@@ -9,16 +9,24 @@
     ├── AuditFailed                 exit 4   `solver audit` found a failing check
     ├── ModelChanged                exit 5   resume found another served model
     ├── NotFound                    exit 6   a run directory, key or recipe that does not exist
-    ├── StorageFull                 exit 74  disk full / file too large while writing a run
     ├── RunCorrupt                  exit 65  a run's journal or blobs are damaged
+    ├── StorageFull                 exit 74  disk full / file too large while writing
     ├── RunLocked                   exit 75  another process holds the run's writer lock
-    └── Interrupted                 exit 130 Ctrl-C / SIGTERM; the run is resumable
+    ├── Interrupted                 exit 130 Ctrl-C / SIGTERM; the run is resumable
+    ├── TransportError  (solver.llm.errors)    the model transport's own tree
+    └── StoreError      (solver.store.errors)  the run store's own tree
 
-Transport (`solver.llm`) and storage (`solver.store`) keep their own trees, since they import
-nothing else of the project; :func:`exit_code_for` maps those too.
+The transport's and the store's classes also derive from the family above that fits them
+(``LockHeld`` is a ``RunLocked``, ``EndpointUnreachable`` an ``EndpointUnavailable``), so
+their exit code comes with the class. This module imports nothing else of the project, so
+every package may use it; :func:`exit_code_for` maps foreign exceptions by class, in one place.
 """
 
 from __future__ import annotations
+
+import errno
+import sys
+from typing import Any
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -31,6 +39,9 @@ EXIT_CORRUPT = 65
 EXIT_STORAGE = 74
 EXIT_LOCKED = 75
 EXIT_INTERRUPTED = 130
+
+# The errno values of a write that found no room: the disk is full, or the file too large.
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EFBIG})
 
 
 class SolverError(Exception):
@@ -63,12 +74,26 @@ class NotFound(SolverError):
     exit_code = EXIT_NOT_FOUND
 
 
-class StorageFull(SolverError):
-    exit_code = EXIT_STORAGE
-
-
 class RunCorrupt(SolverError):
     exit_code = EXIT_CORRUPT
+
+
+class StorageFull(SolverError, OSError):
+    """A write found no room. Also an OSError carrying the original errno, so code that
+    catches OSError around a write still sees it for what it is."""
+
+    exit_code = EXIT_STORAGE
+
+    def __init__(self, path: str, cause: OSError) -> None:
+        what = "disk full" if cause.errno == errno.ENOSPC else "file too large"
+        self.message = f"cannot write {path}: {what} ({cause.strerror})"
+        super().__init__(self.message)
+        self.path = path
+        self.errno = cause.errno
+        self.strerror = cause.strerror
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class RunLocked(SolverError):
@@ -79,22 +104,31 @@ class Interrupted(SolverError):
     exit_code = EXIT_INTERRUPTED
 
 
+def no_room(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write that found no room (ENOSPC or EFBIG)."""
+    return isinstance(exc, OSError) and exc.errno in NO_ROOM_ERRNOS
+
+
 def exit_code_for(exc: BaseException) -> int:
-    """The exit code for any exception the CLI may meet, including the transport's and the
-    store's own trees (matched by class name so this module imports neither)."""
+    """The exit code for any exception the CLI may meet. The project's own errors carry
+    theirs; foreign ones are mapped here by class."""
     if isinstance(exc, SolverError):
         return exc.exit_code
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    if names & {"LockHeld", "LockHeldError"}:
-        return EXIT_LOCKED
-    if names & {"NotARun", "RunNotFound"}:
-        return EXIT_NOT_FOUND
-    if names & {"CorruptionError", "ChainBroken", "CorruptRun"}:
-        return EXIT_CORRUPT
-    if isinstance(exc, OSError) and exc.errno in (28, 27):  # ENOSPC, EFBIG
+    if no_room(exc):
         return EXIT_STORAGE
-    if names & {"ConnectError", "EndpointUnreachable"}:
+    # httpx is imported lazily: the store and the CLI's fast verbs never need it.
+    httpx = _loaded("httpx")
+    if httpx is not None and isinstance(exc, httpx.ConnectError):
         return EXIT_ENDPOINT
+    yaml = _loaded("yaml")
+    if yaml is not None and isinstance(exc, yaml.YAMLError):
+        return EXIT_INPUT
     return EXIT_ERROR
+
+
+def _loaded(name: str) -> Any:
+    """A module that is already imported, or None: an exception of a module nobody loaded
+    cannot be the one at hand, so mapping never pays for an import."""
+    return sys.modules.get(name)

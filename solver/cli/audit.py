@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.table import Table
 
 from solver.audit import AuditReport, audit_run, statuses
-from solver.errors import EXIT_AUDIT, EXIT_INPUT, EXIT_NOT_FOUND, EXIT_OK
+from solver.cli.errors import reports_errors
+from solver.errors import EXIT_AUDIT, EXIT_OK, InputError, NotFound
 from solver.store import StoreError
 
 __all__ = ["audit"]
@@ -49,19 +50,17 @@ def _print_table(report: AuditReport) -> None:
     type=click.Path(path_type=Path),
     help="Ed25519 public key (PEM) that seals and the attestation must verify with.",
 )
+@reports_errors
 def audit(run: Path, as_json: bool, public_key: Path | None) -> None:
     """Verify the run directory RUN offline, read-only, without taking its lock."""
     if not run.is_dir():
-        click.echo(f"error: {run}: no such run directory", err=True)
-        sys.exit(EXIT_NOT_FOUND)
+        raise NotFound(f"{run}: no such run directory")
     if public_key is not None and not public_key.is_file():
-        click.echo(f"error: {public_key}: no such key file", err=True)
-        sys.exit(EXIT_NOT_FOUND)
+        raise NotFound(f"{public_key}: no such key file")
     try:
         report = audit_run(run, public_key=public_key)
-    except StoreError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+    except StoreError as exc:  # not a run, or the key file is not an Ed25519 public key
+        raise InputError(str(exc)) from None
     if as_json:
         click.echo(
             json.dumps(

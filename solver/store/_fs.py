@@ -9,7 +9,6 @@ steps are listed in :data:`CRASH_POINTS`. Unset, the hook costs one dict lookup.
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -19,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from solver.store.errors import StorageFull, StoreError
+from solver.errors import StorageFull, no_room
+from solver.store.errors import StoreError
 
 CRASH_ENV = "SOLVER_STORE_CRASH_AT"
 CRASH_POINTS = (
@@ -83,7 +83,7 @@ def storage_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EFBIG):
+        if no_room(exc):
             raise StorageFull(str(path), exc) from None
         raise
 
