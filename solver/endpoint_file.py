@@ -8,16 +8,15 @@ atomically (temporary file, fsync, rename) so a reader never sees half a descrip
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from solver._util.fs import write_atomic
 from solver.errors import ConfigError
 
 ENV_ENDPOINT_FILE = "SOLVER_ENDPOINT_FILE"
@@ -58,18 +57,7 @@ def write_descriptor(desc: EndpointDescriptor) -> Path:
     path = descriptor_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     data = desc.model_dump_json(indent=2, exclude_none=True).encode() + b"\n"
-    fd, tmp_name = tempfile.mkstemp(prefix=".endpoint-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
-        raise
-    _fsync_dir(path.parent)
+    write_atomic(path, data, mode=0o600)
     return path
 
 
@@ -107,16 +95,3 @@ def clear_descriptor(pid: int | None = None) -> bool:
     except FileNotFoundError:
         return False
     return True
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import platform
 import socket
 import subprocess
 import sys
-import uuid
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from solver import __version__
+from solver._util.ids import uuid7
 
 _DEPENDENCIES = (
     "httpx",
@@ -29,24 +27,9 @@ _DEPENDENCIES = (
 )
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def utc_stamp(when: datetime | None = None) -> str:
-    return (when or utc_now()).strftime("%Y%m%dT%H%M%SZ")
-
-
 def new_run_id() -> str:
-    """A time-ordered id (UUIDv7 layout: 48 bits of Unix milliseconds, then random bits)."""
-    millis = int(utc_now().timestamp() * 1000)
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (millis & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76  # version 7
-    value |= ((rand >> 68) & 0xFFF) << 64
-    value |= 0b10 << 62  # RFC 4122 variant
-    value |= rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
+    """A time-ordered run id (UUIDv7)."""
+    return uuid7()
 
 
 def _git(args: list[str], cwd: Path) -> str | None:

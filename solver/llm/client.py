@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 
+from solver._util.ids import uuid7 as new_request_id
 from solver.llm import _policy
-from solver.llm._ids import new_request_id
 from solver.llm._policy import AllowList, host_port, status_error
 from solver.llm._watchdog import Watchdog
 from solver.llm.codec import PATHS, StreamDecoder, encode_request, starts_body

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import time
-import uuid
 from typing import Any
 
 import orjson
+
+from solver._util.ids import uuid7 as uuid7
 
 
 def dumps(value: Any) -> str:
@@ -47,15 +47,3 @@ DONE = b"data: [DONE]\n\n"
 
 def short_id(prefix: str) -> str:
     return prefix + os.urandom(12).hex()
-
-
-def uuid7() -> str:
-    """A time-ordered UUID (version 7): sortable correlation ids without a central counter."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= ((rand >> 62) & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))

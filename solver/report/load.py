@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from solver._util.clock import seconds_between
 from solver.loop.state import RunState
 from solver.report.model import (
     CallView,
@@ -25,7 +26,6 @@ from solver.report.model import (
     TimelineEvent,
     VersionView,
     lineage_children,
-    seconds_between,
 )
 from solver.run.session import fold
 from solver.store import RunReader

@@ -4,8 +4,9 @@ finished, :class:`CallView` filled in as the journal is read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
+
+from solver._util.clock import seconds_between
 
 
 @dataclass
@@ -192,12 +193,6 @@ class RunReport:
             "tokens": self.tokens,
             "torn_tail": self.torn_tail,
         }
-
-
-def seconds_between(start: str, end: str) -> float:
-    a = datetime.fromisoformat(start.replace("Z", "+00:00"))
-    b = datetime.fromisoformat(end.replace("Z", "+00:00"))
-    return max((b - a).total_seconds(), 0.0)
 
 
 def lineage_children(report: RunReport, lineage: str, version: int) -> list[CallView]:

@@ -8,8 +8,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from solver import roles
+from solver._util.clock import utc_now
 from solver.config import ResolvedSettings, Settings
-from solver.identity import code_identity, utc_now
+from solver.identity import code_identity
 from solver.llm import Endpoint
 from solver.problems.files import Problem
 from solver.roles.templates import template_source

@@ -10,11 +10,11 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from solver import roles
+from solver._util.clock import seconds_between, utc_stamp
 from solver.config import ResolvedSettings, Settings
 from solver.errors import (
     EndpointUnavailable,
@@ -24,7 +24,7 @@ from solver.errors import (
     RunCorrupt,
     no_room,
 )
-from solver.identity import code_identity, host_name, new_run_id, utc_stamp
+from solver.identity import code_identity, host_name, new_run_id
 from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.contexts import ContextBuilder
 from solver.loop.engine import (
@@ -430,14 +430,6 @@ def finished_outcome(store: RunStore, state: RunState) -> RunOutcome:
     except (OSError, ValueError):
         result = {"outcome": state.outcome}
     return RunOutcome(store.run_dir, str(state.outcome), result)
-
-
-def seconds_between(start: str, end: str) -> float:
-    if not start or not end:
-        return 0.0
-    a = datetime.fromisoformat(start.replace("Z", "+00:00"))
-    b = datetime.fromisoformat(end.replace("Z", "+00:00"))
-    return max((b - a).total_seconds(), 0.0)
 
 
 def read_state(run_dir: Path) -> tuple[RunReader, RunState]:

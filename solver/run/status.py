@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from solver._util.clock import seconds_between
 from solver.loop.state import RunState
-from solver.run.session import read_state, seconds_between
+from solver.run.session import read_state
 
 
 def run_status(run_dir: Path) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The run directory: content-addressed blobs, a hash-chained journal, an immutable manifest,
 signed seals and an attestation. Knows nothing of the loop; see docs/format.md."""
 
+from solver._util.clock import record_time as utc_now
 from solver.store._fs import canonical_json, write_atomic
 from solver.store.attest import generate_key_pair, load_public_key, pae
 from solver.store.blobs import BlobRef, BlobWriter, iter_blob_refs
@@ -15,7 +16,7 @@ from solver.store.errors import (
     StoreError,
 )
 from solver.store.journal import Record
-from solver.store.manifest import FORMAT, utc_now
+from solver.store.manifest import FORMAT
 from solver.store.models import store_record_models
 from solver.store.reader import RunReader
 from solver.store.run import RunStore, holds_only_create_leftovers

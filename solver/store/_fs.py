@@ -12,12 +12,13 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from solver._util import fs as atomic
+from solver._util.fs import fsync_dir as fsync_dir  # re-exported: tests watch syncs here
 from solver.errors import StorageFull, no_room
 from solver.store.errors import StoreError
 
@@ -88,14 +89,6 @@ def storage_errors(path: Path) -> Iterator[None]:
         raise
 
 
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def make_dirs(path: Path) -> None:
     """``mkdir -p`` whose new entries survive a power cut: each directory it creates is
     followed by an fsync of its parent (a rename into an unsynced directory can vanish)."""
@@ -113,42 +106,15 @@ def make_dirs(path: Path) -> None:
         fsync_dir(directory.parent)
 
 
-def write_all(fd: int, data: bytes) -> None:
-    """os.write may write less than asked (signals, pipes); loop until every byte is out."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
-def temp_name(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-
-
 def write_atomic(path: Path, data: bytes, *, backup: bool = False) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file:
-    temp file, fsync, rename, fsync of the directory. ``backup`` first keeps the old content
-    as ``<name>.bak`` (itself written atomically)."""
+    """Replace ``path`` with ``data`` so that a crash leaves either the old or the new file
+    (:func:`solver._util.fs.write_atomic`, with the store's crash points and its full-disk
+    error). ``backup`` first keeps the old content as ``<name>.bak`` (itself atomic)."""
     if backup and path.exists():
         write_atomic(path.with_name(path.name + ".bak"), path.read_bytes())
-    tmp = temp_name(path)
     with storage_errors(path):
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                write_all(fd, data)
-                crash_point("atomic.write")
-                os.fsync(fd)
-                crash_point("atomic.fsync")
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        crash_point("atomic.rename")
-        fsync_dir(path.parent)
-        crash_point("atomic.dirsync")
+        # fsync_dir is looked up here at call time, so tests can watch directory syncs.
+        atomic.write_atomic(path, data, step=crash_point, sync_dir=lambda d: fsync_dir(d))
 
 
 def remove_temp_files(directory: Path) -> list[Path]:

@@ -19,7 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
-from solver.store._fs import crash_point, fsync_dir, storage_errors, temp_name
+from solver._util.fs import temp_name
+from solver.store._fs import crash_point, fsync_dir, storage_errors
 from solver.store.errors import BlobCorrupt, BlobMissing, StoreError
 
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")

@@ -13,7 +13,7 @@ from pathlib import Path
 from time import sleep
 from typing import Any
 
-from solver.store._fs import write_all
+from solver._util.fs import write_all
 from solver.store.errors import LockHeld
 
 LOCK_NAME = ".lock"

@@ -4,14 +4,12 @@ JSON. Its digest (SHA-256 of the file's bytes) is the ``prev`` of journal record
 from __future__ import annotations
 
 import json
-import os
 import re
-import time
-import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
+from solver._util.clock import record_time as utc_now
+from solver._util.ids import uuid7
 from solver.store._fs import canonical_json, sha256_tag
 
 FORMAT = "solver-run/1"
@@ -22,21 +20,6 @@ _SECRET_KEY = re.compile(
     r"private[_-]?key)$",
     re.IGNORECASE,
 )
-
-
-def utc_now() -> str:
-    """RFC 3339 UTC with microseconds and a ``Z``: the time format of every record."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def uuid7() -> str:
-    """A time-ordered UUID (RFC 9562 version 7); Python 3.11 has no ``uuid.uuid7``."""
-    millis = time.time_ns() // 1_000_000
-    value = (millis & ((1 << 48) - 1)) << 80
-    value |= int.from_bytes(os.urandom(10), "big") & ((1 << 80) - 1)
-    value = (value & ~(0xF << 76)) | (0x7 << 76)  # version
-    value = (value & ~(0x3 << 62)) | (0x2 << 62)  # RFC 4122 variant
-    return str(uuid.UUID(int=value))
 
 
 def mask_secrets(value: Any) -> Any:

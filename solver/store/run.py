@@ -19,6 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO
 
+from solver._util.clock import record_time as utc_now
+from solver._util.fs import write_all
 from solver.store._fs import (
     canonical_json,
     crash_armed,
@@ -29,7 +31,6 @@ from solver.store._fs import (
     remove_temp_files,
     sha256_tag,
     storage_errors,
-    write_all,
     write_atomic,
 )
 from solver.store.attest import (
@@ -51,7 +52,6 @@ from solver.store.manifest import (
     manifest_digest,
     parse_manifest,
     prepare_manifest,
-    utc_now,
 )
 from solver.store.models import STORE_RECORD_TYPES, RunCreated, Seal, TailTruncated
 
