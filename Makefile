@@ -44,6 +44,7 @@ demo: local
 lint: install-test
 	$(BIN)/ruff check solver tests bench
 	$(BIN)/ruff format --check solver tests bench
+	$(BIN)/lint-imports
 
 typecheck: install-test
 	$(BIN)/mypy solver

@@ -37,7 +37,7 @@ from solver.report.load import load_report  # noqa: E402
 from solver.report.markdown import render_markdown  # noqa: E402
 from solver.run.session import read_state, start_run  # noqa: E402
 from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply  # noqa: E402
-from tests.report.responders import role_of  # noqa: E402
+from solver.testing.roles import role_of  # noqa: E402
 
 STEP = (
     "Since $a \\equiv b \\pmod{4}$ we get $\\frac{a^2+b^2}{2} \\ge ab$, and by induction on "

@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable
 
 from solver.testing.fake_endpoint import RecordedRequest, Reply
+from solver.testing.roles import role_of
 
 MARK_REASONING = "MARKER-REASONING-7f3a"
 MARK_REPORT = "MARKER-REPORT-19c2"
@@ -25,27 +26,6 @@ GOOD_PROOF = (
     "$4(a^2+a+b^2+b)+2 \\equiv 2 \\pmod 4$, while every square is $0$ or $1 \\pmod 4$."
 )
 FLAWED_PROOF = GOOD_PROOF + " FLAW: we also assume without proof that $a=b$."
-
-
-def role_of(request: RecordedRequest) -> str:
-    system = request.system_text
-    if "chief grader" in system:
-        return "reconcile"
-    if "revising a proof" in system:
-        return "reviser"
-    if "writing a solution to an olympiad problem" in system:
-        return "generator"
-    if "find every error and every gap" in system:
-        return "verifier"
-    if "review each finding" in system:
-        return "reviewer"
-    if "material from the organisers" in system:
-        return "evaluation"
-    if "Score the proof" in system:
-        return "grader"
-    if "choose which of several candidate proofs" in system:
-        return "selector"
-    raise AssertionError(f"unrecognised role; system prompt starts {system[:80]!r}")
 
 
 def proof_reply(body: str, answer: str = "Not applicable", reasoning: str = "") -> Reply:
