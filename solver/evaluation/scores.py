@@ -1,6 +1,7 @@
 """Scores of an evaluation and agreement with human graders: pure functions, no I/O.
 
-Two grading policies are reported side by side (research note, section e, point 10):
+Two grading policies are reported side by side, since a partial-credit score and a
+completion score answer different questions (docs/eval.md):
 
 - rubric: the evaluation grade of the run's final proof (0-7, from the graders in evaluation
   mode, reconciled when they disagree), scaled to the problem's points;

@@ -1,7 +1,8 @@
 """Build and cache llama.cpp's ``llama-server`` for the embedded local model.
 
-No prebuilt OpenAI-compatible GGUF server on PyPI runs on a generic x86-64 machine (research
-note: SIGILL on missing AVX-VNNI, a glibc 2.38 requirement), so the project compiles upstream
+No prebuilt OpenAI-compatible GGUF server on PyPI runs on a generic x86-64 machine (the ones
+tried died with SIGILL on CPUs without AVX-VNNI, or needed glibc 2.38; docs/local-model.md),
+so the project compiles upstream
 ``llama-server`` once, from the llama.cpp tree vendored in the ``llama-cpp-python`` sdist
 (MIT, fetched with pip from PyPI), and caches the binary in the user's cache directory::
 

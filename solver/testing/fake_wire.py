@@ -1,8 +1,9 @@
 """Wire encodings of a scripted :class:`Reply` for the fake endpoint, one function per protocol.
 
 Streams are lists of complete SSE frames (bytes); faults count these frames. Shapes follow what
-the real servers send (research/stream-edge-cases.md §1.1 for SGLang Chat; the official
-Responses and Anthropic Messages event vocabularies for the other two).
+the real servers send: SGLang's Chat Completions chunks (role first, reasoning in
+``reasoning_content``, usage in a last chunk with empty ``choices``), and the official
+Responses and Anthropic Messages event vocabularies for the other two.
 """
 
 from __future__ import annotations
@@ -434,7 +435,8 @@ def anthropic_error(message: str, status: int) -> dict[str, Any]:
 
 
 def in_stream_error(api: str) -> bytes:
-    """The error a server sends inside a 200 stream (research E36, E37)."""
+    """The error a server sends inside a 200 stream, after the status line said all was well
+    (docs/stream-cases.md lists how the client classifies it)."""
     if api == "chat":
         return data_frame(chat_error("Generation aborted.", 503)) + DONE
     if api == "responses":

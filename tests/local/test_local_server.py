@@ -1,7 +1,8 @@
 """The real llama-server with SmolLM2 speaks the OpenAI protocol the way the transport expects.
 
 Exact-text comparisons send ``cache_prompt: false`` (a llama-server extension): temperature 0
-is deterministic only for a fixed prompt-cache state (research note, finding 5).
+is deterministic only for a fixed prompt-cache state (a cached prefix changes the batch
+shapes, and so the floating-point sums).
 """
 
 from __future__ import annotations
