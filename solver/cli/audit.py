@@ -7,7 +7,6 @@ does not exist, 2 when the key file is not an Ed25519 public key.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -16,7 +15,7 @@ from rich.table import Table
 
 from solver.audit import AuditReport, audit_run, statuses
 from solver.cli.errors import reports_errors
-from solver.errors import EXIT_AUDIT, EXIT_OK, InputError, NotFound
+from solver.errors import AuditFailed, InputError, NotFound
 from solver.store import StoreError
 
 __all__ = ["audit"]
@@ -71,4 +70,6 @@ def audit(run: Path, as_json: bool, public_key: Path | None) -> None:
         )
     else:
         _print_table(report)
-    sys.exit(EXIT_OK if report.ok else EXIT_AUDIT)
+    if not report.ok:
+        failed = statuses(report.checks)["fail"]
+        raise AuditFailed(f"{report.run}: {failed} failing check{'s' if failed != 1 else ''}")
