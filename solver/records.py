@@ -1,4 +1,5 @@
-"""The loop's journal record types.
+"""The typed records of a run: the loop's journal record types, the manifest, usage and the
+facts each role's output leaves for the policy.
 
 Each type is a frozen pydantic model with a ``type`` discriminator. On disk, the journal
 envelope (``seq``, ``t``, ``type``, ``v``, ``sess``, ``prev``) is the store's; the ``data`` of a
@@ -13,7 +14,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_serializer
+
+from solver.llm import Api
+from solver.problems.files import Problem
 
 RECORD_VERSION = 1
 SCHEMA_CHANGES: dict[int, str] = {1: "initial loop record set"}
@@ -265,3 +269,89 @@ def parse_loop_record(type_: str, v: int, data: dict[str, Any]) -> LoopRecord | 
 
 def loop_records_schema() -> dict[str, Any]:
     return LOOP_RECORD_ADAPTER.json_schema()
+
+
+# ---------------------------------------------------------------- the manifest
+
+MANIFEST_FORMAT: Literal["solver-run/1"] = "solver-run/1"
+
+
+class _ManifestPart(BaseModel):
+    # Unknown keys are kept, not refused: a manifest is written once and read by every later
+    # solver, and a key a newer solver added must not make an older run unreadable.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class ManifestProblem(_ManifestPart):
+    path: str | None
+    digest: str
+    original_digest: str | None = None
+    original: BlobLink | None = None  # the problem file's bytes as read, stored as a blob
+    record: Problem
+
+    @field_serializer("record")
+    def _whole_record(self, record: Problem) -> dict[str, Any]:
+        # Every field of the problem, set or not: the manifest is a complete description.
+        return record.model_dump(mode="json")
+
+
+class ManifestConfig(_ManifestPart):
+    resolved: dict[str, Any]  # Settings, masked (the settings of a resume come from here)
+    sources: dict[str, str]  # dotted key -> default | file | env | flag
+
+    @property
+    def signing_key(self) -> str | None:
+        recorded = self.resolved.get("signing_key")
+        return recorded if isinstance(recorded, str) else None
+
+
+class ManifestEndpoint(_ManifestPart):
+    url: str
+    api: Api
+    source: str | None = None  # configured | local | serve
+    gguf_sha256: str | None = None  # the embedded model's file, when source is local
+
+
+class ManifestModel(_ManifestPart):
+    requested: str | None
+
+
+class ManifestRoles(_ManifestPart):
+    policy: dict[str, list[str]]  # role -> the input kinds it may see
+    tools: list[str]
+
+
+class ManifestNetwork(_ManifestPart):
+    allow: list[str]  # host:port
+    enforcement: list[str]
+
+
+class ManifestSigning(_ManifestPart):
+    keyid: str
+    public_key: str  # PEM
+
+
+class Manifest(_ManifestPart):
+    """MANIFEST.json: what a run is, written once when it is created. Keys that are absent
+    from a run's file stay absent when it is written back (``to_json``), so the model reads
+    and writes every run's manifest byte for byte."""
+
+    format: Literal["solver-run/1"] = MANIFEST_FORMAT
+    run_id: str
+    created: str
+    hash: Literal["sha256"] = "sha256"
+    problem: ManifestProblem
+    config: ManifestConfig
+    argv: list[str]
+    code: dict[str, Any]
+    endpoint: ManifestEndpoint
+    model: ManifestModel
+    templates: dict[str, str]  # template name -> sha256 of its bytes
+    roles: ManifestRoles
+    evaluation: bool
+    network: ManifestNetwork
+    signing: ManifestSigning | None = None  # added by the store for a signed run
+    given_proof: str | None = None  # a grading-only run's proof (`solver eval calibrate`)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_unset=True)

@@ -27,7 +27,9 @@ from solver.report.model import (
     lineage_children,
     seconds_between,
 )
+from solver.run.manifest import read_manifest
 from solver.run.session import fold
+from solver.run.status import run_condition, wall_seconds
 from solver.store import RunReader
 from solver.store.errors import StoreError
 
@@ -72,19 +74,6 @@ class _Reader:
         return "\n\n".join(parts)
 
 
-def _run_state(reader: RunReader, state: RunState, last_session: tuple[str, str] | None) -> str:
-    if reader.lock_holder() is not None:
-        return "running"
-    if state.phase == "finished":
-        return "finished"
-    if last_session is None or last_session[0] != "session.ended":
-        return "crashed" if state.sessions else "created"
-    reason = last_session[1]
-    if reason == "interrupted":
-        return "interrupted"
-    return "waiting-for-endpoint" if reason == "endpoint_unavailable" else "stopped"
-
-
 def load_report(
     run_dir: Path, *, with_texts: bool = False, max_chars: int = DEFAULT_MAX_CHARS
 ) -> RunReport:
@@ -94,15 +83,14 @@ def load_report(
     Raises NotARun (exit 6) for a directory that is not a run and CorruptionError (exit 65)
     when the journal is damaged other than by a torn last line."""
     reader = RunReader(run_dir)
-    manifest = reader.manifest
+    manifest = read_manifest(reader.manifest, run_dir)
     records = list(reader.records())
     state = fold(iter(records))
     blobs = _Reader(reader, max_chars)
     calls: dict[str, CallView] = {}
     timeline: list[TimelineEvent] = []
-    created = manifest.get("created") or (records[0].t if records else "")
+    created = manifest.created or (records[0].t if records else "")
     origin = records[0].t if records else created
-    last_session: tuple[str, str] | None = None
     finished: dict[str, Any] = {}
 
     def event(t: str, kind: str, text: str) -> None:
@@ -164,10 +152,8 @@ def load_report(
             call.errors.append(data.get("message") or data.get("reason") or "")
             event(rec.t, "failure", f"{call.call_id} {call.status}: {call.errors[-1]}")
         elif rec.type == "session.started":
-            last_session = (rec.type, data["reason"])
             event(rec.t, "session", f"session {data['session']} started ({data['reason']})")
         elif rec.type == "session.ended":
-            last_session = (rec.type, data["reason"])
             detail = f": {data['detail']}" if data.get("detail") else ""
             event(rec.t, "session", f"session {data['session']} ended ({data['reason']}){detail}")
         elif rec.type == "endpoint.probed":
@@ -181,16 +167,14 @@ def load_report(
             event(rec.t, "finish", f"run finished: {data['outcome']}")
 
     result = _final_result(reader, finished)
-    run_state = _run_state(reader, state, last_session)
+    run_state = run_condition(state, reader.lock_holder(), reader.last_writer())
     if run_state != "running":
         # No writer is alive: a call that did not end was cut off (killed or interrupted);
         # resume issues it again.
         for view in calls.values():
             if view.ended_t is None:
                 view.status = "unfinished"
-    wall_s = state.ended_wall_s
-    if run_state in ("running", "crashed") and state.session_started_t and state.last_t:
-        wall_s += seconds_between(state.session_started_t, state.last_t)
+    wall_s = wall_seconds(state)
 
     proof_text = None
     selected = None
@@ -208,16 +192,16 @@ def load_report(
         if artifact is not None:
             proof_text = blobs.text(artifact.blob)
 
-    problem_record = dict(manifest.get("problem", {}).get("record", {}))
+    record = manifest.problem.record
     problem = {
-        "id": problem_record.get("id"),
-        "title": problem_record.get("title"),
-        "source": problem_record.get("source"),
-        "statement": problem_record.get("statement", ""),
-        "points": problem_record.get("points", 7),
-        "digest": problem_record.get("digest"),
-        "has_reference": bool(problem_record.get("reference_solution")),
-        "has_guidelines": bool(problem_record.get("grading_guidelines")),
+        "id": record.id,
+        "title": record.title,
+        "source": record.source,
+        "statement": record.statement,
+        "points": record.points,
+        "digest": record.digest,
+        "has_reference": bool(record.reference_solution),
+        "has_guidelines": bool(record.grading_guidelines),
     }
     ordered = sorted(calls.values(), key=lambda c: c.seq)
     texts: dict[str, str] = {}
@@ -236,18 +220,18 @@ def load_report(
 
     return RunReport(
         run_dir=str(run_dir),
-        run_id=str(manifest.get("run_id", "")),
+        run_id=manifest.run_id,
         created=str(created),
         state=run_state,
         phase=state.phase,
         # A grading-only run (a given proof, as calibration makes) solves nothing: its
         # outcome is that it was graded, not that the problem stayed unsolved.
-        outcome="graded" if state.outcome and manifest.get("given_proof") else state.outcome,
+        outcome="graded" if state.outcome and manifest.given_proof else state.outcome,
         reason=str(result.get("reason") or state.budget_exhausted or ""),
         problem=problem,
-        model=state.served_model or (manifest.get("model") or {}).get("requested"),
-        endpoint=(manifest.get("endpoint") or {}).get("url"),
-        evaluation_mode=bool(manifest.get("evaluation")),
+        model=state.served_model or manifest.model.requested,
+        endpoint=manifest.endpoint.url,
+        evaluation_mode=manifest.evaluation,
         sessions=state.sessions,
         wall_s=wall_s,
         selected=selected,

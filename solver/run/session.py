@@ -41,7 +41,7 @@ from solver.records import (
     SessionEnded,
     SessionStarted,
 )
-from solver.run.manifest import build_manifest, manifest_blobs, settings_of_run
+from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
 from solver.run.sources import resolve_endpoint, resume_endpoint, resume_signing_key
 from solver.store import Record, RunReader, RunStore, holds_only_create_leftovers
 
@@ -287,7 +287,7 @@ async def start_run(
     settings = resolved.settings
     if given_proof is not None:
         evaluation = True
-    endpoint, endpoint_info = resolve_endpoint(settings)
+    endpoint, recorded_endpoint = resolve_endpoint(settings)
     run_id = new_run_id()
     if run_dir is None:
         stem = _slug(problem_path.stem if problem_path else problem.id)
@@ -297,12 +297,13 @@ async def start_run(
             f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
         )
     manifest = build_manifest(
-        problem, problem_path, resolved, endpoint, endpoint_info, evaluation, argv, run_id
+        problem, problem_path, resolved, endpoint, recorded_endpoint, evaluation, argv, run_id
     )
     if given_proof is not None:
-        manifest["given_proof"] = given_proof  # so that a resume can record it if need be
+        # so that a resume can record it if need be
+        manifest = manifest.model_copy(update={"given_proof": given_proof})
     store = RunStore.create(
-        run_dir, manifest, signing_key=settings.signing_key, blobs=manifest_blobs(problem)
+        run_dir, manifest.to_json(), signing_key=settings.signing_key, blobs=manifest_blobs(problem)
     )
     with store:
         on_created(run_dir)
@@ -383,7 +384,7 @@ async def resume_run(
     key = resume_signing_key(run_dir, today, lambda: read_state(run_dir)[1])
     store, state = open_run(run_dir, key)
     with store:
-        manifest = store.manifest
+        manifest = read_manifest(store.manifest, run_dir)
         recorder = Recorder(store, state)
         if state.session_open:
             # Also for a finished run: a kill after run.finished leaves its session open.
@@ -398,16 +399,16 @@ async def resume_run(
         if state.phase == "finished":
             return finished_outcome(store, state)
         settings = settings_of_run(manifest, resolved_now)
-        problem = Problem.model_validate(manifest["problem"]["record"])
-        record_inputs(recorder, problem, bool(manifest["evaluation"]), manifest.get("given_proof"))
+        problem = manifest.problem.record
+        record_inputs(recorder, problem, manifest.evaluation, manifest.given_proof)
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         return await _drive(
             store,
             state,
             settings,
-            resume_endpoint(manifest, api_key),
+            resume_endpoint(manifest.endpoint, manifest.model.requested, api_key),
             problem,
-            bool(manifest["evaluation"]),
+            manifest.evaluation,
             "resume",
             argv,
             allow_model_change,
