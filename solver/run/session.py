@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from solver import roles
 from solver.config import ResolvedSettings, Settings
 from solver.errors import EndpointUnavailable, InputError, ModelChanged, NotFound, RunCorrupt
@@ -37,9 +39,11 @@ from solver.records import (
     ArtifactPut,
     Decision,
     EndpointProbed,
+    LoopRecord,
     NetConnect,
     SessionEnded,
     SessionStarted,
+    parse_loop_record,
 )
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
 from solver.run.sources import resolve_endpoint, resume_endpoint, resume_signing_key
@@ -120,17 +124,29 @@ def open_run(run_dir: Path, signing_key: Path | None = None) -> tuple[RunStore, 
 
 
 def fold(records: Iterator[Record]) -> RunState:
-    """RunState from journal records. Versions newer than this solver reads are refused."""
+    """RunState from journal records, each read into its typed record. Versions newer than
+    this solver reads are refused; a line that is not its type's record is a damaged run."""
     state = RunState()
-    newest = RECORD_VERSION
     for rec in records:
-        if rec.v > newest and rec.type in LOOP_RECORD_TYPES:
-            raise RunCorrupt(
-                f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads up to "
-                f"{newest}: upgrade olympiad-solver to continue this run"
-            )
-        state.apply_raw(rec.type, rec.data, rec.t)
+        typed = typed_record(rec)
+        if typed is not None:
+            state.apply(typed, rec.t)
     return state
+
+
+def typed_record(rec: Record) -> LoopRecord | None:
+    """The loop's record a journal line holds; None for the store's own lines."""
+    if rec.v > RECORD_VERSION and rec.type in LOOP_RECORD_TYPES:
+        raise RunCorrupt(
+            f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads up to "
+            f"{RECORD_VERSION}: upgrade olympiad-solver to continue this run"
+        )
+    try:
+        return parse_loop_record(rec.type, rec.v, rec.data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(part) for part in first["loc"]) or "(top)"
+        raise RunCorrupt(f"record {rec.seq} ({rec.type}): {at}: {first['msg']}") from None
 
 
 async def _drive(
