@@ -61,7 +61,7 @@ def build(run_dir: Path, records: int) -> None:
     )
     endpoint, info = resolve_endpoint(resolved.settings)
     manifest = build_manifest(problem, None, resolved, endpoint, info, False, ["bench"], "bench")
-    with RunStore.create(run_dir, manifest, blobs=manifest_blobs(problem)) as store:
+    with RunStore.create(run_dir, manifest.to_json(), blobs=manifest_blobs(problem)) as store:
         ref = store.put_blob(b"x" * 2048)
         head, seq = store.head, store.next_seq
     link = BlobLink(blob=ref.digest, bytes=ref.size)

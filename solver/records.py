@@ -1,4 +1,5 @@
-"""The loop's journal record types.
+"""The typed records of a run: the loop's journal record types, the manifest, usage and the
+facts each role's output leaves for the policy.
 
 Each type is a frozen pydantic model with a ``type`` discriminator. On disk, the journal
 envelope (``seq``, ``t``, ``type``, ``v``, ``sess``, ``prev``) is the store's; the ``data`` of a
@@ -13,7 +14,47 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    field_serializer,
+    model_serializer,
+)
+
+from solver.llm import Api
+from solver.problems.files import Problem
+
+# The facts are the roles' (each role's parser makes its own); re-exported as records.
+from solver.roles.facts import (
+    FACTS_ADAPTER as FACTS_ADAPTER,
+)
+from solver.roles.facts import (
+    Facts as Facts,
+)
+from solver.roles.facts import (
+    GradeFacts as GradeFacts,
+)
+from solver.roles.facts import (
+    NoFacts as NoFacts,
+)
+from solver.roles.facts import (
+    NotUsedFacts as NotUsedFacts,
+)
+from solver.roles.facts import (
+    ProofFacts as ProofFacts,
+)
+from solver.roles.facts import (
+    ReviewFacts as ReviewFacts,
+)
+from solver.roles.facts import (
+    SelectionFacts as SelectionFacts,
+)
+from solver.roles.facts import (
+    VerificationFacts as VerificationFacts,
+)
 
 RECORD_VERSION = 1
 SCHEMA_CHANGES: dict[int, str] = {1: "initial loop record set"}
@@ -23,6 +64,27 @@ class BlobLink(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     blob: str
     bytes: int
+
+
+class Usage(BaseModel):
+    """Tokens one attempt spent, as the journal records them. The keys an attempt recorded
+    are the keys written back: a failed attempt has none, one cut short only the estimated
+    input and output (see :class:`LlmAbandoned`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    @model_serializer(mode="wrap")
+    def _given_keys_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {key: value for key, value in dumped.items() if key in self.model_fields_set}
 
 
 class _Rec(BaseModel):
@@ -89,6 +151,9 @@ class CallPlanned(_Rec):
     evaluation: bool = False
 
 
+Phase = Literal["solve", "grade", "select", "evaluate", "finished"]
+
+
 class InputLink(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: str
@@ -129,7 +194,7 @@ class LlmCompleted(_Rec):
     response: BlobLink
     status: int | None
     finish_reason: str | None
-    usage: dict[str, int]
+    usage: Usage
     telemetry: dict[str, Any]
 
 
@@ -141,7 +206,7 @@ class LlmFailed(_Rec):
     error_kind: str
     message: str
     retryable: bool
-    usage: dict[str, int] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
     telemetry: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -152,7 +217,7 @@ class LlmAbandoned(_Rec):
     reason: str
     # An estimate of what an attempt cut mid-stream spent (its prompt, and the output that
     # streamed before the cut), so the token budget counts it; None when nothing streamed.
-    usage: dict[str, int] | None = None
+    usage: Usage | None = None
 
 
 class CallCompleted(_Rec):
@@ -165,10 +230,10 @@ class CallCompleted(_Rec):
     output: BlobLink  # canonical JSON of the role's parsed Output (conservative when not parsed)
     text: BlobLink
     reasoning: BlobLink | None
-    usage: dict[str, int]
+    usage: Usage
     # What the policy needs of the output (verdict, findings, decisions, score, choice), so that
     # folding the journal never reads blobs.
-    facts: dict[str, Any] = Field(default_factory=dict)
+    facts: Facts = Field(default_factory=NoFacts)
 
 
 class CallFailed(_Rec):
@@ -200,7 +265,7 @@ class Decision(_Rec):
     kind: Literal["accepted", "round_failed", "abandoned", "phase", "budget_exhausted", "selected"]
     lineage: str | None = None
     version: int | None = None
-    phase: str | None = None
+    phase: Phase | None = None
     reason: str
 
 
@@ -231,8 +296,8 @@ LoopRecord = Annotated[
     Field(discriminator="type"),
 ]
 LOOP_RECORD_ADAPTER: TypeAdapter[LoopRecord] = TypeAdapter(LoopRecord)
-LOOP_RECORD_TYPES: frozenset[str] = frozenset(
-    m.model_fields["type"].default
+LOOP_RECORD_CLASSES: dict[str, type[_Rec]] = {
+    str(m.model_fields["type"].default): m
     for m in (
         SessionStarted,
         SessionEnded,
@@ -251,17 +316,107 @@ LOOP_RECORD_TYPES: frozenset[str] = frozenset(
         Decision,
         RunFinished,
     )
-)
+}
+LOOP_RECORD_TYPES: frozenset[str] = frozenset(LOOP_RECORD_CLASSES)
 
 
 def parse_loop_record(type_: str, v: int, data: dict[str, Any]) -> LoopRecord | None:
     """The typed record for a journal line, or None for types that are not the loop's."""
-    if type_ not in LOOP_RECORD_TYPES:
+    model = LOOP_RECORD_CLASSES.get(type_)
+    if model is None:
         return None
     if v > RECORD_VERSION:
         raise ValueError(f"record type {type_} has version {v}, newer than this solver reads")
-    return LOOP_RECORD_ADAPTER.validate_python({**data, "type": type_})
+    # By its type's own model (the line's type names it): no trying of the union's members.
+    record: LoopRecord = model.model_validate(data)  # type: ignore[assignment]
+    return record
 
 
 def loop_records_schema() -> dict[str, Any]:
     return LOOP_RECORD_ADAPTER.json_schema()
+
+
+# ---------------------------------------------------------------- the manifest
+
+MANIFEST_FORMAT: Literal["solver-run/1"] = "solver-run/1"
+
+
+class _ManifestPart(BaseModel):
+    # Unknown keys are kept, not refused: a manifest is written once and read by every later
+    # solver, and a key a newer solver added must not make an older run unreadable.
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class ManifestProblem(_ManifestPart):
+    path: str | None
+    digest: str
+    original_digest: str | None = None
+    original: BlobLink | None = None  # the problem file's bytes as read, stored as a blob
+    record: Problem
+
+    @field_serializer("record")
+    def _whole_record(self, record: Problem) -> dict[str, Any]:
+        # Every field of the problem, set or not: the manifest is a complete description.
+        return record.model_dump(mode="json")
+
+
+class ManifestConfig(_ManifestPart):
+    resolved: dict[str, Any]  # Settings, masked (the settings of a resume come from here)
+    sources: dict[str, str]  # dotted key -> default | file | env | flag
+
+    @property
+    def signing_key(self) -> str | None:
+        recorded = self.resolved.get("signing_key")
+        return recorded if isinstance(recorded, str) else None
+
+
+class ManifestEndpoint(_ManifestPart):
+    url: str
+    api: Api
+    source: str | None = None  # configured | local | serve
+    gguf_sha256: str | None = None  # the embedded model's file, when source is local
+
+
+class ManifestModel(_ManifestPart):
+    requested: str | None
+
+
+class ManifestRoles(_ManifestPart):
+    policy: dict[str, list[str]]  # role -> the input kinds it may see
+    tools: list[str]
+
+
+class ManifestNetwork(_ManifestPart):
+    allow: list[str]  # host:port
+    enforcement: list[str]
+
+
+class ManifestSigning(_ManifestPart):
+    keyid: str
+    public_key: str  # PEM
+
+
+class Manifest(_ManifestPart):
+    """MANIFEST.json: what a run is, written once when it is created. Keys that are absent
+    from a run's file stay absent when it is written back (``to_json``), so the model reads
+    and writes every run's manifest byte for byte."""
+
+    format: Literal["solver-run/1"] = MANIFEST_FORMAT
+    run_id: str
+    created: str
+    hash: Literal["sha256"] = "sha256"
+    problem: ManifestProblem
+    config: ManifestConfig
+    argv: list[str]
+    code: dict[str, Any]
+    endpoint: ManifestEndpoint
+    model: ManifestModel
+    templates: dict[str, str]  # template name -> sha256 of its bytes
+    roles: ManifestRoles
+    evaluation: bool
+    network: ManifestNetwork
+    signing: ManifestSigning | None = None  # added by the store for a signed run
+    given_proof: str | None = None  # a grading-only run's proof (`solver eval calibrate`)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_unset=True)

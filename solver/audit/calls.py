@@ -28,6 +28,7 @@ from solver.llm import (
 from solver.loop.contexts import ContextBuilder
 from solver.loop.state import CallState, RunState
 from solver.problems.files import Problem
+from solver.records import parse_loop_record
 from solver.roles import verifier
 from solver.store import BlobRef, Record, RunStore
 
@@ -191,7 +192,9 @@ class _Rederiver:
         if self.broken:
             return
         try:
-            self.state.apply_raw(rec.type, rec.data, rec.t)
+            typed = parse_loop_record(rec.type, rec.v, rec.data)
+            if typed is not None:
+                self.state.apply(typed, rec.t)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             self.broken = f"record {rec.seq} cannot be folded into the loop's state ({exc!r:.80})"
 

@@ -20,7 +20,7 @@ from rich.live import Live
 from rich.table import Table
 
 from solver.loop.state import CallState, RunState, verification_calls
-from solver.records import Decision
+from solver.records import Decision, VerificationFacts
 
 # Seconds between two `call.progress` lines of one call: a 256k-token stream must not become
 # 256k lines, and a call shorter than this gets none.
@@ -192,7 +192,9 @@ class LiveProgress(ProgressBase):
             passed = sum(
                 1
                 for c in verification_calls(s, lineage.lineage, version)
-                if c.status == "completed" and c.facts.get("verdict") == "pass"
+                if c.status == "completed"
+                and isinstance(c.facts, VerificationFacts)
+                and c.facts.verdict == "pass"
             )
             entries = [self.streaming[c.call_id] for c in flight if c.call_id in self.streaming]
             tokens = spent.get(lineage.lineage, 0) + sum(e.deltas for e in entries)

@@ -21,7 +21,7 @@ from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
 from solver.loop.engine import Progress
 from solver.loop.state import RunState
 from solver.problems.files import load_problem
-from solver.run.manifest import settings_of_run
+from solver.run.manifest import read_manifest, settings_of_run
 from solver.run.session import RunOutcome, resume_run, start_run
 from solver.run.status import run_status
 from solver.store import RunReader
@@ -224,7 +224,7 @@ def _run_budget(run_dir: Path, resolved_now: ResolvedSettings) -> dict[str, Any]
     """The budget a run was started with (its manifest), not today's configuration."""
     if not (run_dir / "MANIFEST.json").is_file():
         return _budget(resolved_now)  # resume_run reports the missing run
-    manifest = RunReader(run_dir).manifest
+    manifest = read_manifest(RunReader(run_dir).manifest, run_dir)
     settings = settings_of_run(manifest, resolved_now)
     return _budget(ResolvedSettings(settings, resolved_now.sources, resolved_now.config_file))
 

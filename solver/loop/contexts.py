@@ -22,9 +22,9 @@ from pydantic import BaseModel
 from solver import roles
 from solver.llm import Completion
 from solver.loop.policy import selection_pool
-from solver.loop.state import CallState, RunState, confirmed_findings
+from solver.loop.state import CallState, RunState, confirmed_findings, findings_of
 from solver.problems.files import Problem
-from solver.records import ArtifactPut, BlobLink, InputLink
+from solver.records import ArtifactPut, BlobLink, Facts, InputLink, NoFacts, NotUsedFacts
 from solver.roles import grader, reviewer, reviser, selector, verifier
 from solver.store import BlobRef, RunStore
 
@@ -57,7 +57,7 @@ class Interpreted:
     output_json: bytes
     parsed_ok: bool
     truncated: bool
-    facts: dict[str, Any]
+    facts: Facts
     artifacts: list[ArtifactPut]
 
 
@@ -66,16 +66,7 @@ def confirmed_findings_text(state: RunState, lineage: str, version: int) -> str:
     confirmed (with the reviewed severity), one per flaw (duplicates merged) and renumbered
     C1, C2, ... by ``reviser.format_findings``, so no verifier's ids or count shows through.
     A pure function of the folded journal: the audit re-derives the artifact with it."""
-    findings = [
-        verifier.Finding(
-            id=str(f.get("id", "")),
-            location=str(f.get("location", "")),
-            severity=f["severity"],
-            explanation=str(f.get("explanation", "")),
-        )
-        for f in confirmed_findings(state, lineage, version)
-    ]
-    return reviser.format_findings(findings)
+    return reviser.format_findings(confirmed_findings(state, lineage, version))
 
 
 class ContextBuilder:
@@ -230,15 +221,14 @@ class ContextBuilder:
                 output_json=canonical(output.model_dump(mode="json")),
                 parsed_ok=False,
                 truncated=truncated,
-                facts={"not_used": f"finish reason {completion.finish_reason}"},
+                facts=NotUsedFacts(not_used=f"finish reason {completion.finish_reason}"),
                 artifacts=[],
             )
         output = spec.parse(completion.text)
         facts, artifacts = self._facts(call, output, completion)
-        parsed_ok = output.parsed and facts.pop("_usable", True)
         return Interpreted(
             output_json=canonical(output.model_dump(mode="json")),
-            parsed_ok=bool(parsed_ok),
+            parsed_ok=output.parsed and facts.usable,
             truncated=False,
             facts=facts,
             artifacts=artifacts,
@@ -246,11 +236,12 @@ class ContextBuilder:
 
     def _facts(
         self, call: CallState, output: roles.RoleOutput, completion: Completion
-    ) -> tuple[dict[str, Any], list[ArtifactPut]]:
+    ) -> tuple[Facts, list[ArtifactPut]]:
         if isinstance(output, reviser.Output) or call.role == "generator":
             proof = roles.extract_proof(completion.text)
-            if not proof.proof.strip():
-                return {"has_proof": False}, []
+            facts = proof.facts()
+            if not facts.has_proof:
+                return facts, []
             artifact = self._new_artifact(
                 f"{call.lineage}.v{call.version}.proof",
                 "proof_text",
@@ -258,7 +249,7 @@ class ContextBuilder:
                 call.call_id,
                 call,
             )
-            return {"has_proof": True, "final_answer": proof.final_answer}, [artifact]
+            return facts, [artifact]
         if isinstance(output, verifier.Output):
             # The reviewer sees the parsed findings under the ids the loop keys its decisions
             # on; the raw text may repeat or omit ids, which would send a rejection astray.
@@ -266,24 +257,10 @@ class ContextBuilder:
             artifact = self._new_artifact(
                 f"{call.call_id}.report", "verification_report", report.encode(), call.call_id, call
             )
-            findings = [f.model_dump(mode="json") for f in output.findings]
-            return {"verdict": output.verdict, "findings": findings}, [artifact]
+            return output.facts(), [artifact]
         if isinstance(output, reviewer.Output):
-            target = self.state.calls[call.target or ""]
-            confirmed: list[str] = []
-            rejected: list[str] = []
-            severity: dict[str, str] = {}
-            for finding in target.facts.get("findings", []):
-                review = output.decision_for(finding["id"], finding["severity"])
-                if review.decision == "confirmed":
-                    confirmed.append(finding["id"])
-                    severity[finding["id"]] = review.severity or finding["severity"]
-                else:
-                    rejected.append(finding["id"])
-            return {"confirmed": confirmed, "rejected": rejected, "severity": severity}, []
+            return output.facts(findings_of(self.state.calls[call.target or ""])), []
         if isinstance(output, grader.Output):
-            # No readable grade is None, never the conservative 0 that would pass for a grade.
-            score = output.score if output.parsed else None
             if call.phase == "evaluate" and call.role != "grader:reconcile":
                 judgment = roles.strip_thinking(completion.text).strip() or "(empty judgment)"
                 artifact = self._new_artifact(
@@ -293,12 +270,8 @@ class ContextBuilder:
                     call.call_id,
                     call,
                 )
-                return {"score": score}, [artifact]
-            return {"score": score}, []
+                return output.facts(), [artifact]
+            return output.facts(), []
         if isinstance(output, selector.Output):
-            order = self.selector_order()
-            index = output.index_within(len(order))
-            if index is None:
-                return {"shown": [list(p) for p in order], "_usable": False}, []
-            return {"shown": [list(p) for p in order], "choice": list(order[index])}, []
-        return {}, []
+            return output.facts(self.selector_order()), []
+        return NoFacts(), []

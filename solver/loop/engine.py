@@ -33,7 +33,7 @@ from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportErr
 from solver.llm.events import Role
 from solver.loop.contexts import ContextBuilder, tokens_estimate
 from solver.loop.policy import Finish, PolicyConfig, decide
-from solver.loop.recorder import CallObserver
+from solver.loop.recorder import CallObserver, journal_usage
 from solver.loop.recorder import Progress as Progress  # re-exported: callers import it here
 from solver.loop.recorder import Recorder as Recorder
 from solver.loop.state import CallState
@@ -306,12 +306,7 @@ class Engine:
 
     def _complete(self, call: CallState, completion: Completion) -> None:
         result = self.contexts.interpret(call, completion)
-        usage = {
-            "input_tokens": completion.usage.input_tokens,
-            "cached_tokens": completion.usage.cached_tokens,
-            "output_tokens": completion.usage.output_tokens,
-            "reasoning_tokens": completion.usage.reasoning_tokens,
-        }
+        usage = journal_usage(completion.usage)
         reasoning = (
             self.recorder.blob(completion.reasoning.encode()) if completion.reasoning else None
         )

@@ -14,7 +14,7 @@ from solver.loop.policy import (
 )
 from solver.loop.state import LineageState, RunState
 from solver.problems.files import Problem
-from solver.records import BlobLink, RunFinished
+from solver.records import BlobLink, ProofFacts, RunFinished
 
 if TYPE_CHECKING:
     from solver.loop.engine import Recorder
@@ -28,8 +28,9 @@ def _answer_check(state: RunState, problem: Problem, proof: str) -> dict[str, An
     assert state.selected is not None
     lineage, version = state.selected
     producer = state.calls.get(state.lineages[lineage].versions[version].producer)
-    facts = producer.facts if producer is not None else {}
-    candidate = facts.get("final_answer") or extract_final_answer(proof)
+    facts = producer.facts if producer is not None else None
+    given = facts.final_answer if isinstance(facts, ProofFacts) else None
+    candidate = given or extract_final_answer(proof)
     if not candidate:
         return {"verdict": "undecided", "detail": "no final answer found", "candidate": None}
     check = check_answer(str(candidate), problem.answer)

@@ -17,11 +17,12 @@ from solver.loop.state import (
     VersionState,
     confirmed_findings,
     finding_keys,
+    findings_of,
     review_calls,
     review_verdicts,
     verification_calls,
 )
-from solver.records import CallPlanned, Decision
+from solver.records import CallPlanned, Decision, GradeFacts, SelectionFacts, VerificationFacts
 
 BLOCKING_SEVERITIES = ("critical", "major")
 
@@ -226,7 +227,7 @@ def _verify_round(
             target=v.call_id,
         )
         for v in sorted(verifications, key=lambda c: c.call_id)
-        if v.status == "completed" and v.facts.get("findings") and v.call_id not in reviewed
+        if v.status == "completed" and findings_of(v) and v.call_id not in reviewed
     ]
     if reviews:
         return [], reviews
@@ -238,18 +239,18 @@ def _verify_round(
 def _verification_passes(state: RunState, verification: CallState) -> bool:
     if verification.status != "completed" or not verification.parsed_ok:
         return False
-    findings = verification.facts.get("findings", [])
+    findings = findings_of(verification)
     verdicts = review_verdicts(state.calls.get(f"{verification.call_id}.review"), findings)
     confirmed, severity = verdicts if verdicts is not None and findings else (set(), {})
     blocking = [
         f
         for f in findings
-        if f.get("id") in confirmed
-        and severity.get(f.get("id"), f.get("severity")) in BLOCKING_SEVERITIES
+        if f.id in confirmed and severity.get(f.id, f.severity) in BLOCKING_SEVERITIES
     ]
     if blocking:
         return False
-    if verification.facts.get("verdict") == "pass":
+    facts = verification.facts
+    if isinstance(facts, VerificationFacts) and facts.verdict == "pass":
         return True
     # A "fail" verdict stands unless every finding it gave was rejected on review.
     return bool(findings) and not confirmed
@@ -276,7 +277,7 @@ def _judge_round(
     if cfg.abandon_on_recurring:
         keys: set[str] = set()
         for finding in confirmed_findings(state, lineage.lineage, version.version):
-            if finding.get("severity") in BLOCKING_SEVERITIES:
+            if finding.severity in BLOCKING_SEVERITIES:
                 keys |= finding_keys(finding)
         if keys & lineage.confirmed_keys:
             decisions.append(
@@ -337,8 +338,7 @@ def graded_score(call: CallState | None) -> int | None:
     output held no readable grade. Never a made-up 0."""
     if call is None or call.status != "completed" or call.truncated or not call.parsed_ok:
         return None
-    score = call.facts.get("score")
-    return score if isinstance(score, int) and not isinstance(score, bool) else None
+    return call.facts.score if isinstance(call.facts, GradeFacts) else None
 
 
 def grade_of(state: RunState, version: VersionState) -> int | None:
@@ -383,9 +383,11 @@ def _select(state: RunState, cfg: PolicyConfig) -> Step:
         )
     if call.status == "planned":
         return Step()
-    choice = call.facts.get("choice")
-    if call.status == "completed" and call.parsed_ok and isinstance(choice, list) and choice:
-        return Step(decisions=(_selected(str(choice[0]), int(choice[1]), "selector's choice"),))
+    facts = call.facts
+    usable = call.status == "completed" and call.parsed_ok
+    if usable and isinstance(facts, SelectionFacts) and facts.choice is not None:
+        lineage, version = facts.choice
+        return Step(decisions=(_selected(lineage, version, "selector's choice"),))
     first = pool[0]
     return Step(
         decisions=(_selected(first.lineage, first.version, "selector gave no usable choice"),)

@@ -15,6 +15,9 @@ from solver.llm import (
     TextDelta,
     request_params,
 )
+from solver.llm import (
+    Usage as TransportUsage,
+)
 from solver.loop.contexts import tokens_estimate
 from solver.loop.state import CallState, RunState
 from solver.records import (
@@ -23,8 +26,9 @@ from solver.records import (
     LlmCompleted,
     LlmFailed,
     LlmStarted,
+    LoopRecord,
     NetConnect,
-    _Rec,
+    Usage,
 )
 from solver.store import BlobWriter, RunStore
 
@@ -43,10 +47,9 @@ class Recorder:
         self.store = store
         self.state = state
 
-    def append(self, record: _Rec) -> None:
-        type_, data = record.record_type(), record.data()
-        written = self.store.append(type_, data)
-        self.state.apply_raw(type_, data, written.t)
+    def append(self, record: LoopRecord) -> None:
+        written = self.store.append(record.record_type(), record.data())
+        self.state.apply(record, written.t)
 
     def blob(self, data: bytes) -> BlobLink:
         ref = self.store.put_blob(data)
@@ -57,6 +60,16 @@ class Recorder:
 class _OpenAttempt:
     attempt: int
     sink: BlobWriter
+
+
+def journal_usage(usage: TransportUsage) -> Usage:
+    """The transport's token counts as the journal records them."""
+    return Usage(
+        input_tokens=usage.input_tokens,
+        cached_tokens=usage.cached_tokens,
+        output_tokens=usage.output_tokens,
+        reasoning_tokens=usage.reasoning_tokens,
+    )
 
 
 @dataclass
@@ -71,15 +84,14 @@ class CallObserver:
     input_estimate: int = 0  # the prompt's tokens, on the high side
     streamed_chars: int = 0  # of the attempt in progress, for the usage of one cut short
 
-    def cut_usage(self) -> dict[str, int] | None:
+    def cut_usage(self) -> Usage | None:
         """What an attempt cut mid-stream spent, estimated (the server never said): its
         prompt, and the output that streamed before the cut. None if nothing streamed."""
         if self.streamed_chars == 0:
             return None
-        return {
-            "input_tokens": self.input_estimate,
-            "output_tokens": tokens_estimate(self.streamed_chars),
-        }
+        return Usage(
+            input_tokens=self.input_estimate, output_tokens=tokens_estimate(self.streamed_chars)
+        )
 
     def attempt_started(self, start: AttemptStart) -> BlobWriter:
         call = self.recorder.state.calls[self.call_id]
@@ -107,15 +119,13 @@ class CallObserver:
         opened = self.open.pop(start.request_id)
         ref = opened.sink.commit("sha256:" + end.response_sha256)
         response = BlobLink(blob=ref.digest, bytes=ref.size)
-        usage = {
-            "input_tokens": end.usage.input_tokens,
-            "cached_tokens": end.usage.cached_tokens,
-            "output_tokens": end.usage.output_tokens,
-            "reasoning_tokens": end.usage.reasoning_tokens,
-        }
+        usage = journal_usage(end.usage)
         telemetry = _telemetry(end)
-        if end.error_kind == "cancelled" and not (usage["input_tokens"] or usage["output_tokens"]):
-            usage.update(self.cut_usage() or {})  # the budget counts what was generated
+        cut = self.cut_usage() if end.error_kind == "cancelled" and not usage.total else None
+        if cut is not None:  # the budget counts what was generated
+            usage = usage.model_copy(
+                update={"input_tokens": cut.input_tokens, "output_tokens": cut.output_tokens}
+            )
         if end.error_kind is None:
             self.recorder.append(
                 LlmCompleted(

@@ -1,18 +1,47 @@
 """RunState = fold(journal records). Pure: no I/O, no clock, no blobs read.
 
 Every field is derived from records alone, so a resumed run rebuilds exactly the state an
-uninterrupted run had at the same record. ``apply`` must accept every record type the journal
-may hold (the store's own types are ignored).
+uninterrupted run had at the same record. ``apply`` takes every loop record type (the store's
+own types never reach it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from solver.records import LOOP_RECORD_TYPES, LoopRecord
+from solver.records import (
+    LOOP_RECORD_CLASSES,
+    ArtifactPut,
+    CallCancelled,
+    CallCompleted,
+    CallFailed,
+    CallPlanned,
+    ContextBuilt,
+    Decision,
+    EndpointProbed,
+    Facts,
+    LlmAbandoned,
+    LlmCompleted,
+    LlmFailed,
+    LlmStarted,
+    LoopRecord,
+    NetConnect,
+    NoFacts,
+    Phase,
+    ReviewFacts,
+    RunFinished,
+    SessionEnded,
+    SessionStarted,
+    Usage,
+    VerificationFacts,
+)
 from solver.roles import verifier
+from solver.roles.verifier import Finding
+
+CallStatus = Literal["planned", "completed", "failed", "cancelled"]
+VersionStatus = Literal["open", "accepted", "failed", "unusable"]
 
 
 @dataclass
@@ -25,14 +54,14 @@ class CallState:
     version: int | None
     target: str | None
     evaluation: bool
-    status: str = "planned"  # planned | completed | failed | cancelled
+    status: CallStatus = "planned"
     attempts: int = 0
     open_attempt: int | None = None  # an attempt started and not ended
     has_context: bool = False
     truncated: bool = False
     parsed_ok: bool = False
     finish_reason: str = ""
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=NoFacts)
     output_blob: str | None = None
     tokens: int = 0
     # The raw response of an attempt that completed; a call killed after this is finished
@@ -61,7 +90,7 @@ class VersionState:
     producer: str  # call id of the generator or reviser call
     parent: int | None
     proof_artifact: str | None = None
-    status: str = "open"  # open | accepted | failed | unusable
+    status: VersionStatus = "open"
 
 
 @dataclass
@@ -89,7 +118,7 @@ class RunState:
     calls: dict[str, CallState] = field(default_factory=dict)
     artifacts: dict[str, ArtifactInfo] = field(default_factory=dict)
     lineages: dict[str, LineageState] = field(default_factory=dict)
-    phase: str = "solve"  # solve | grade | select | evaluate | finished
+    phase: Phase = "solve"
     budget_exhausted: str = ""
     selected: tuple[str, int] | None = None
     selection_reason: str = ""
@@ -134,112 +163,101 @@ class RunState:
     # ------------------------------------------------------------ the fold
 
     def apply(self, record: LoopRecord, t: str) -> None:
-        """Fold one typed record (as the engine writes it)."""
-        self.apply_raw(record.type, record.data(), t)
-
-    def apply_raw(self, type_: str, d: dict[str, Any], t: str) -> None:
-        """Fold one record given as its journal type and data. Resume folds raw data: the
-        chain was verified, and skipping model validation keeps 100k records in budget."""
-        handler = _HANDLERS.get(type_)
-        if handler is None:
-            return  # the store's own records
+        """Fold one record (the engine's as it writes it, or a journal line's on resume)."""
         self.records += 1
         self.last_t = t
-        handler(self, d, t)
+        _HANDLERS[type(record)](self, record, t)
 
-    def _session_started(self, d: dict[str, Any], t: str) -> None:
-        self.sessions = max(self.sessions, d["session"])
+    def _session_started(self, r: SessionStarted, t: str) -> None:
+        self.sessions = max(self.sessions, r.session)
         self.session_started_t = t
         self.interrupted = False
         self.session_open = True
 
-    def _session_ended(self, d: dict[str, Any], t: str) -> None:
-        self.ended_wall_s += d["wall_s"]
-        self.interrupted = d["reason"] == "interrupted"
+    def _session_ended(self, r: SessionEnded, t: str) -> None:
+        self.ended_wall_s += r.wall_s
+        self.interrupted = r.reason == "interrupted"
         self.session_open = False
-        self.session_end_reason = d["reason"]
+        self.session_end_reason = r.reason
 
-    def _probed(self, d: dict[str, Any], t: str) -> None:
-        self.served_model = d["served_model"]
+    def _probed(self, r: EndpointProbed, t: str) -> None:
+        self.served_model = r.served_model
         if self.first_served_model is None:
-            self.first_served_model = d["served_model"]
-        self.context_length = d.get("context_length")
+            self.first_served_model = r.served_model
+        self.context_length = r.context_length
 
-    def _plan(self, d: dict[str, Any], t: str) -> None:
-        lineage, version, role = d.get("lineage"), d.get("version"), d["role"]
-        self.calls[d["call_id"]] = CallState(
-            call_id=d["call_id"],
+    def _plan(self, r: CallPlanned, t: str) -> None:
+        lineage, version, role = r.lineage, r.version, r.role
+        self.calls[r.call_id] = CallState(
+            call_id=r.call_id,
             role=role,
-            variant=d["variant"],
-            phase=d["phase"],
+            variant=r.variant,
+            phase=r.phase,
             lineage=lineage,
             version=version,
-            target=d.get("target"),
-            evaluation=d.get("evaluation", False),
+            target=r.target,
+            evaluation=r.evaluation,
         )
         if lineage is not None and lineage not in self.lineages:
             self.lineages[lineage] = LineageState(lineage=lineage, index=len(self.lineages))
         if role in ("generator", "reviser") and lineage and version is not None:
-            target = d.get("target")
-            parent = int(target) if role == "reviser" and target else None
+            parent = int(r.target) if role == "reviser" and r.target else None
             self.lineages[lineage].versions[version] = VersionState(
-                lineage=lineage, version=version, producer=d["call_id"], parent=parent
+                lineage=lineage, version=version, producer=r.call_id, parent=parent
             )
 
-    def _context(self, d: dict[str, Any], t: str) -> None:
-        self.calls[d["call_id"]].has_context = True
+    def _context(self, r: ContextBuilt, t: str) -> None:
+        self.calls[r.call_id].has_context = True
 
-    def _llm_started(self, d: dict[str, Any], t: str) -> None:
-        call = self.calls[d["call_id"]]
-        call.attempts = max(call.attempts, d["attempt"])
-        call.open_attempt = d["attempt"]
-        call.attempt_streams[d["attempt"]] = (d["api"], bool(d["params"].get("stream", True)))
+    def _llm_started(self, r: LlmStarted, t: str) -> None:
+        call = self.calls[r.call_id]
+        call.attempts = max(call.attempts, r.attempt)
+        call.open_attempt = r.attempt
+        call.attempt_streams[r.attempt] = (r.api, bool(r.params.get("stream", True)))
 
-    def _llm_ended(self, d: dict[str, Any], t: str) -> None:
-        call = self.calls[d["call_id"]]
+    def _llm_ended(self, r: LlmCompleted | LlmFailed | LlmAbandoned, t: str) -> None:
+        call = self.calls[r.call_id]
         call.open_attempt = None
-        self._count_usage(call, d.get("usage") or {})
+        if r.usage is not None:
+            self._count_usage(call, r.usage)
 
-    def _llm_completed(self, d: dict[str, Any], t: str) -> None:
-        self._llm_ended(d, t)
-        call = self.calls[d["call_id"]]
-        call.response_blob = d["response"]["blob"]
+    def _llm_completed(self, r: LlmCompleted, t: str) -> None:
+        self._llm_ended(r, t)
+        call = self.calls[r.call_id]
+        call.response_blob = r.response.blob
         call.response_api, call.response_streamed = call.attempt_streams.get(
-            d["attempt"], ("chat", True)
+            r.attempt, ("chat", True)
         )
 
-    def _llm_abandoned(self, d: dict[str, Any], t: str) -> None:
-        self._llm_ended(d, t)  # an attempt cut mid-stream still spent tokens
-
-    def _call_completed(self, d: dict[str, Any], t: str) -> None:
-        call = self.calls[d["call_id"]]
+    def _call_completed(self, r: CallCompleted, t: str) -> None:
+        call = self.calls[r.call_id]
         call.status = "completed"
-        call.truncated = d["truncated"]
-        call.parsed_ok = d["parsed_ok"]
-        call.finish_reason = d["finish_reason"]
-        call.facts = dict(d.get("facts", {}))
-        call.output_blob = d["output"]["blob"]
+        call.truncated = r.truncated
+        call.parsed_ok = r.parsed_ok
+        call.finish_reason = r.finish_reason
+        call.facts = r.facts
+        call.output_blob = r.output.blob
         if call.truncated:
             self._version_unusable_if_producer(call.call_id)
 
-    def _call_failed(self, d: dict[str, Any], t: str) -> None:
-        self.calls[d["call_id"]].status = "failed"
-        self._version_unusable_if_producer(d["call_id"])
+    def _call_failed(self, r: CallFailed, t: str) -> None:
+        self.calls[r.call_id].status = "failed"
+        self._version_unusable_if_producer(r.call_id)
 
-    def _call_cancelled(self, d: dict[str, Any], t: str) -> None:
-        self.calls[d["call_id"]].status = "cancelled"
-        self._version_unusable_if_producer(d["call_id"])
+    def _call_cancelled(self, r: CallCancelled, t: str) -> None:
+        self.calls[r.call_id].status = "cancelled"
+        self._version_unusable_if_producer(r.call_id)
 
-    def _run_finished(self, d: dict[str, Any], t: str) -> None:
+    def _run_finished(self, r: RunFinished, t: str) -> None:
         self.phase = "finished"
-        self.outcome = d["outcome"]
+        self.outcome = r.outcome
 
-    def _count_usage(self, call: CallState, usage: dict[str, int]) -> None:
-        spent_in = usage.get("input_tokens", 0)
-        spent_out = usage.get("output_tokens", 0)
+    def _count_usage(self, call: CallState, usage: Usage) -> None:
+        spent_in = usage.input_tokens
+        spent_out = usage.output_tokens
         self.tokens_in += spent_in
         self.tokens_out += spent_out
-        self.tokens_reasoning += usage.get("reasoning_tokens", 0)
+        self.tokens_reasoning += usage.reasoning_tokens
         call.tokens += spent_in + spent_out
         self.tokens_by_role[call.role] = (
             self.tokens_by_role.get(call.role, 0) + spent_in + spent_out
@@ -252,14 +270,14 @@ class RunState:
             if version is not None and version.proof_artifact is None:
                 version.status = "unusable"
 
-    def _artifact(self, d: dict[str, Any], t: str) -> None:
-        lineage, version, kind = d.get("lineage"), d.get("version"), d["kind"]
-        self.artifacts[d["artifact"]] = ArtifactInfo(
-            artifact=d["artifact"],
+    def _artifact(self, r: ArtifactPut, t: str) -> None:
+        lineage, version, kind = r.lineage, r.version, r.kind
+        self.artifacts[r.artifact] = ArtifactInfo(
+            artifact=r.artifact,
             kind=kind,
-            blob=d["blob"]["blob"],
-            size=d["blob"]["bytes"],
-            producer=d["producer"],
+            blob=r.blob.blob,
+            size=r.blob.bytes,
+            producer=r.producer,
             lineage=lineage,
             version=version,
         )
@@ -269,12 +287,12 @@ class RunState:
             versions = self.lineages[lineage].versions
             if version not in versions:
                 versions[version] = VersionState(
-                    lineage=lineage, version=version, producer=d["producer"], parent=None
+                    lineage=lineage, version=version, producer=r.producer, parent=None
                 )
-            versions[version].proof_artifact = d["artifact"]
+            versions[version].proof_artifact = r.artifact
 
-    def _decide(self, d: dict[str, Any], t: str) -> None:
-        kind, name, number = d["kind"], d.get("lineage"), d.get("version")
+    def _decide(self, r: Decision, t: str) -> None:
+        kind, name, number = r.kind, r.lineage, r.version
         lineage = self.lineages.get(name) if name else None
         if kind == "accepted" and lineage is not None and number is not None:
             lineage.accepted_version = number
@@ -287,36 +305,35 @@ class RunState:
                 lineage.confirmed_keys.add(key)
         elif kind == "abandoned" and lineage is not None:
             lineage.abandoned = True
-            lineage.abandon_reason = d["reason"]
-        elif kind == "phase" and d.get("phase"):
-            self.phase = d["phase"]
+            lineage.abandon_reason = r.reason
+        elif kind == "phase" and r.phase:
+            self.phase = r.phase
         elif kind == "budget_exhausted":
-            self.budget_exhausted = d["reason"]
+            self.budget_exhausted = r.reason
         elif kind == "selected" and name is not None and number is not None:
             self.selected = (name, number)
-            self.selection_reason = d["reason"]
+            self.selection_reason = r.reason
 
 
-_Handler = Callable[[RunState, dict[str, Any], str], None]
-_HANDLERS: dict[str, _Handler] = {
-    "session.started": RunState._session_started,
-    "session.ended": RunState._session_ended,
-    "endpoint.probed": RunState._probed,
-    "call.planned": RunState._plan,
-    "context.built": RunState._context,
-    "llm.started": RunState._llm_started,
-    "llm.completed": RunState._llm_completed,
-    "llm.failed": RunState._llm_ended,
-    "llm.abandoned": RunState._llm_abandoned,
-    "call.completed": RunState._call_completed,
-    "call.failed": RunState._call_failed,
-    "call.cancelled": RunState._call_cancelled,
-    "artifact.put": RunState._artifact,
-    "decision": RunState._decide,
-    "run.finished": RunState._run_finished,
-    "net.connect": lambda state, d, t: None,
+_Handler = Callable[[RunState, Any, str], None]
+_HANDLERS: dict[type[LoopRecord], _Handler] = {
+    SessionStarted: RunState._session_started,
+    SessionEnded: RunState._session_ended,
+    EndpointProbed: RunState._probed,
+    CallPlanned: RunState._plan,
+    ContextBuilt: RunState._context,
+    LlmStarted: RunState._llm_started,
+    LlmCompleted: RunState._llm_completed,
+    LlmFailed: RunState._llm_ended,
+    LlmAbandoned: RunState._llm_ended,  # an attempt cut mid-stream still spent tokens
+    CallCompleted: RunState._call_completed,
+    CallFailed: RunState._call_failed,
+    CallCancelled: RunState._call_cancelled,
+    ArtifactPut: RunState._artifact,
+    Decision: RunState._decide,
+    RunFinished: RunState._run_finished,
+    NetConnect: lambda state, r, t: None,
 }
-assert set(_HANDLERS) == set(LOOP_RECORD_TYPES)
 
 
 def verification_calls(state: RunState, lineage: str, version: int) -> list[CallState]:
@@ -335,8 +352,13 @@ def review_calls(state: RunState, lineage: str, version: int) -> list[CallState]
     ]
 
 
+def findings_of(call: CallState) -> tuple[Finding, ...]:
+    """A verification's findings; none for any other call."""
+    return call.facts.findings if isinstance(call.facts, VerificationFacts) else ()
+
+
 def review_verdicts(
-    review: CallState | None, findings: list[dict[str, Any]]
+    review: CallState | None, findings: Sequence[Finding]
 ) -> tuple[set[str], dict[str, str]] | None:
     """The ids a verification's review confirmed and the severities it set; None while there
     is no ended review. A review that failed or was cancelled reviewed nothing, so every
@@ -344,42 +366,44 @@ def review_verdicts(
     if review is None or review.status == "planned":
         return None
     if review.status != "completed":
-        return {str(f.get("id")) for f in findings}, {}
-    return set(review.facts.get("confirmed", [])), dict(review.facts.get("severity", {}))
+        return {f.id for f in findings}, {}
+    if not isinstance(review.facts, ReviewFacts):
+        return set(), {}
+    return set(review.facts.confirmed), dict(review.facts.severity)
 
 
-def confirmed_findings(state: RunState, lineage: str, version: int) -> list[dict[str, Any]]:
+def confirmed_findings(state: RunState, lineage: str, version: int) -> list[Finding]:
     """Findings of this version's verifications that their review confirmed (or could not
-    review), in a stable order."""
-    found: list[dict[str, Any]] = []
+    review), at the severity the review set, in a stable order."""
+    found: list[Finding] = []
     reviews = {c.target: c for c in review_calls(state, lineage, version)}
     for ver_call in sorted(verification_calls(state, lineage, version), key=lambda c: c.call_id):
-        verdicts = review_verdicts(
-            reviews.get(ver_call.call_id), ver_call.facts.get("findings", [])
-        )
+        findings = findings_of(ver_call)
+        verdicts = review_verdicts(reviews.get(ver_call.call_id), findings)
         if verdicts is None:
             continue
         confirmed, severity = verdicts
-        for finding in ver_call.facts.get("findings", []):
-            if finding.get("id") in confirmed:
+        for finding in findings:
+            if finding.id in confirmed:
                 found.append(
-                    {
-                        **finding,
-                        "severity": severity.get(finding.get("id"), finding.get("severity")),
-                        "verification": ver_call.call_id,
-                    }
+                    finding.model_copy(
+                        update={"severity": severity.get(finding.id, finding.severity)}
+                    )
                 )
     return found
 
 
-def finding_keys(finding: dict[str, Any]) -> set[str]:
+def finding_keys(finding: Finding) -> set[str]:
     """A recorded finding's identities across versions (see ``verifier.finding_keys``)."""
-    return verifier.finding_keys(finding.get("location"), finding.get("explanation"))
+    return verifier.finding_keys(finding.location, finding.explanation)
 
 
 def _confirmed_keys(state: RunState, lineage: str, version: int) -> set[str]:
     keys: set[str] = set()
     for finding in confirmed_findings(state, lineage, version):
-        if finding.get("severity") in ("critical", "major"):
+        if finding.severity in ("critical", "major"):
             keys |= finding_keys(finding)
     return keys
+
+
+assert set(_HANDLERS) == set(LOOP_RECORD_CLASSES.values())

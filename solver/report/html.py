@@ -223,8 +223,8 @@ def _call_details(call: CallView) -> str:
         if digest
     )
     facts = (
-        f"<pre>{_e(json.dumps(call.facts, indent=1, ensure_ascii=False))}</pre>"
-        if call.facts
+        f"<pre>{_e(json.dumps(call.facts_json(), indent=1, ensure_ascii=False))}</pre>"
+        if call.facts_json()
         else ""
     )
     errors = "".join(f'<div class="muted">{_e(err)}</div>' for err in call.errors)

@@ -14,20 +14,42 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from solver._util.clock import seconds_between
 from solver.loop.state import RunState
+from solver.problems.files import Problem
+from solver.records import (
+    CallCancelled,
+    CallCompleted,
+    CallFailed,
+    CallPlanned,
+    ContextBuilt,
+    Decision,
+    EndpointProbed,
+    GradeFacts,
+    LlmAbandoned,
+    LlmCompleted,
+    LlmFailed,
+    LlmStarted,
+    LoopRecord,
+    RunFinished,
+    SessionEnded,
+    SessionStarted,
+)
 from solver.report.model import (
     CallView,
     LineageView,
     RoleTotals,
     RunReport,
     TimelineEvent,
+    TimelineKind,
     VersionView,
     lineage_children,
 )
-from solver.run.session import fold
+from solver.run.manifest import read_manifest
+from solver.run.session import typed_record
+from solver.run.status import run_condition, wall_seconds
 from solver.store import RunReader
 from solver.store.errors import StoreError
 
@@ -72,17 +94,91 @@ class _Reader:
         return "\n\n".join(parts)
 
 
-def _run_state(reader: RunReader, state: RunState, last_session: tuple[str, str] | None) -> str:
-    if reader.lock_holder() is not None:
-        return "running"
-    if state.phase == "finished":
-        return "finished"
-    if last_session is None or last_session[0] != "session.ended":
-        return "crashed" if state.sessions else "created"
-    reason = last_session[1]
-    if reason == "interrupted":
-        return "interrupted"
-    return "waiting-for-endpoint" if reason == "endpoint_unavailable" else "stopped"
+class _JournalView:
+    """The report's side of the one fold of the journal: each record, already folded into
+    the run's state, also makes the per-call views and the timeline."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+        self.calls: dict[str, CallView] = {}
+        self.timeline: list[TimelineEvent] = []
+        self.finished: RunFinished | None = None
+
+    def event(self, t: str, kind: TimelineKind, text: str) -> None:
+        self.timeline.append(TimelineEvent(t, seconds_between(self.origin, t), kind, text))
+
+    def apply(self, record: LoopRecord, seq: int, t: str) -> None:
+        if isinstance(record, CallPlanned):
+            self.calls[record.call_id] = CallView(
+                seq=seq,
+                call_id=record.call_id,
+                role=record.role,
+                variant=record.variant,
+                phase=record.phase,
+                lineage=record.lineage,
+                version=record.version,
+                target=record.target,
+                evaluation=record.evaluation,
+                planned_t=t,
+            )
+            return
+        call = self.calls.get(getattr(record, "call_id", ""))
+        if call is not None:
+            self._call_record(call, record, t)
+        elif isinstance(record, SessionStarted):
+            self.event(t, "session", f"session {record.session} started ({record.reason})")
+        elif isinstance(record, SessionEnded):
+            detail = f": {record.detail}" if record.detail else ""
+            text = f"session {record.session} ended ({record.reason}){detail}"
+            self.event(t, "session", text)
+        elif isinstance(record, EndpointProbed):
+            self.event(t, "endpoint", f"endpoint serves {record.served_model}")
+        elif isinstance(record, Decision):
+            template = _DECISION_TEXT.get(record.kind, record.kind)
+            text = template.format(
+                lineage=record.lineage, version=record.version, phase=record.phase
+            )
+            self.event(t, "decision", f"{text} ({record.reason})")
+        elif isinstance(record, RunFinished):
+            self.finished = record
+            self.event(t, "finish", f"run finished: {record.outcome}")
+
+    def _call_record(self, call: CallView, record: LoopRecord, t: str) -> None:
+        if isinstance(record, ContextBuilt):
+            call.messages_blob = record.messages.blob
+        elif isinstance(record, LlmStarted):
+            call.started_t = call.started_t or t
+            call.attempts = max(call.attempts, record.attempt)
+            call.status = "running"
+        elif isinstance(record, LlmCompleted | LlmFailed):
+            call.input_tokens += record.usage.input_tokens
+            call.output_tokens += record.usage.output_tokens
+            call.reasoning_tokens += record.usage.reasoning_tokens
+            call.model_seconds += float(record.telemetry.get("total_s") or 0.0)
+            if isinstance(record, LlmFailed):
+                call.errors.append(
+                    f"attempt {record.attempt}: {record.error_kind}: {record.message}"
+                )
+                text = f"{call.call_id} attempt {record.attempt} failed: {record.error_kind}"
+                self.event(t, "failure", text)
+            else:
+                call.finish_reason = record.finish_reason
+        elif isinstance(record, LlmAbandoned):
+            call.errors.append(f"attempt {record.attempt} abandoned: {record.reason}")
+        elif isinstance(record, CallCompleted):
+            call.status = "completed"
+            call.ended_t = t
+            call.finish_reason = record.finish_reason
+            call.truncated = record.truncated
+            call.parsed_ok = record.parsed_ok
+            call.text_blob = record.text.blob
+            call.reasoning_blob = record.reasoning.blob if record.reasoning else None
+            call.facts = record.facts
+        elif isinstance(record, CallFailed | CallCancelled):
+            call.status = "failed" if isinstance(record, CallFailed) else "cancelled"
+            call.ended_t = t
+            call.errors.append(record.message if isinstance(record, CallFailed) else record.reason)
+            self.event(t, "failure", f"{call.call_id} {call.status}: {call.errors[-1]}")
 
 
 def load_report(
@@ -94,162 +190,43 @@ def load_report(
     Raises NotARun (exit 6) for a directory that is not a run and CorruptionError (exit 65)
     when the journal is damaged other than by a torn last line."""
     reader = RunReader(run_dir)
-    manifest = reader.manifest
+    manifest = read_manifest(reader.manifest, run_dir)
     records = list(reader.records())
-    state = fold(iter(records))
-    blobs = _Reader(reader, max_chars)
-    calls: dict[str, CallView] = {}
-    timeline: list[TimelineEvent] = []
-    created = manifest.get("created") or (records[0].t if records else "")
-    origin = records[0].t if records else created
-    last_session: tuple[str, str] | None = None
-    finished: dict[str, Any] = {}
-
-    def event(t: str, kind: str, text: str) -> None:
-        timeline.append(TimelineEvent(t, seconds_between(origin, t), kind, text))
-
+    created = manifest.created or (records[0].t if records else "")
+    state = RunState()
+    journal = _JournalView(records[0].t if records else created)
     for rec in records:
-        data = rec.data
-        call = calls.get(data.get("call_id", "")) if "call_id" in data else None
-        if rec.type == "call.planned":
-            calls[data["call_id"]] = CallView(
-                seq=rec.seq,
-                call_id=data["call_id"],
-                role=data["role"],
-                variant=data["variant"],
-                phase=data["phase"],
-                lineage=data.get("lineage"),
-                version=data.get("version"),
-                target=data.get("target"),
-                evaluation=bool(data.get("evaluation")),
-                planned_t=rec.t,
-            )
-        elif rec.type == "context.built" and call is not None:
-            call.messages_blob = data["messages"]["blob"]
-        elif rec.type == "llm.started" and call is not None:
-            call.started_t = call.started_t or rec.t
-            call.attempts = max(call.attempts, int(data["attempt"]))
-            call.status = "running"
-        elif rec.type in ("llm.completed", "llm.failed") and call is not None:
-            usage = data.get("usage") or {}
-            call.input_tokens += int(usage.get("input_tokens", 0))
-            call.output_tokens += int(usage.get("output_tokens", 0))
-            call.reasoning_tokens += int(usage.get("reasoning_tokens", 0))
-            call.model_seconds += float((data.get("telemetry") or {}).get("total_s") or 0.0)
-            if rec.type == "llm.failed":
-                call.errors.append(
-                    f"attempt {data['attempt']}: {data['error_kind']}: {data['message']}"
-                )
-                event(
-                    rec.t,
-                    "failure",
-                    f"{call.call_id} attempt {data['attempt']} failed: {data['error_kind']}",
-                )
-            else:
-                call.finish_reason = data.get("finish_reason")
-        elif rec.type == "llm.abandoned" and call is not None:
-            call.errors.append(f"attempt {data['attempt']} abandoned: {data['reason']}")
-        elif rec.type == "call.completed" and call is not None:
-            call.status = "completed"
-            call.ended_t = rec.t
-            call.finish_reason = data["finish_reason"]
-            call.truncated = bool(data["truncated"])
-            call.parsed_ok = bool(data["parsed_ok"])
-            call.text_blob = data["text"]["blob"]
-            call.reasoning_blob = (data.get("reasoning") or {}).get("blob")
-            call.facts = dict(data.get("facts") or {})
-        elif rec.type in ("call.failed", "call.cancelled") and call is not None:
-            call.status = "failed" if rec.type == "call.failed" else "cancelled"
-            call.ended_t = rec.t
-            call.errors.append(data.get("message") or data.get("reason") or "")
-            event(rec.t, "failure", f"{call.call_id} {call.status}: {call.errors[-1]}")
-        elif rec.type == "session.started":
-            last_session = (rec.type, data["reason"])
-            event(rec.t, "session", f"session {data['session']} started ({data['reason']})")
-        elif rec.type == "session.ended":
-            last_session = (rec.type, data["reason"])
-            detail = f": {data['detail']}" if data.get("detail") else ""
-            event(rec.t, "session", f"session {data['session']} ended ({data['reason']}){detail}")
-        elif rec.type == "endpoint.probed":
-            event(rec.t, "endpoint", f"endpoint serves {data['served_model']}")
-        elif rec.type == "decision":
-            template = _DECISION_TEXT.get(data["kind"], data["kind"])
-            text = template.format(**{k: data.get(k) for k in ("lineage", "version", "phase")})
-            event(rec.t, "decision", f"{text} ({data['reason']})")
-        elif rec.type == "run.finished":
-            finished = data
-            event(rec.t, "finish", f"run finished: {data['outcome']}")
-
-    result = _final_result(reader, finished)
-    run_state = _run_state(reader, state, last_session)
+        typed = typed_record(rec)
+        if typed is not None:
+            state.apply(typed, rec.t)
+            journal.apply(typed, rec.seq, rec.t)
+    blobs = _Reader(reader, max_chars)
+    result = _final_result(reader, journal.finished)
+    run_state = run_condition(state, reader.lock_holder(), reader.last_writer())
     if run_state != "running":
         # No writer is alive: a call that did not end was cut off (killed or interrupted);
         # resume issues it again.
-        for view in calls.values():
+        for view in journal.calls.values():
             if view.ended_t is None:
                 view.status = "unfinished"
-    wall_s = state.ended_wall_s
-    if run_state in ("running", "crashed") and state.session_started_t and state.last_t:
-        wall_s += seconds_between(state.session_started_t, state.last_t)
-
-    proof_text = None
-    selected = None
-    if state.selected is not None:
-        lineage, version = state.selected
-        artifact = state.proof_text_artifact(lineage, version)
-        status = state.lineages[lineage].versions[version].status
-        selected = {
-            "lineage": lineage,
-            "version": version,
-            "accepted": status == "accepted",
-            "proof": artifact.blob if artifact else None,
-            "reason": state.selection_reason,
-        }
-        if artifact is not None:
-            proof_text = blobs.text(artifact.blob)
-
-    problem_record = dict(manifest.get("problem", {}).get("record", {}))
-    problem = {
-        "id": problem_record.get("id"),
-        "title": problem_record.get("title"),
-        "source": problem_record.get("source"),
-        "statement": problem_record.get("statement", ""),
-        "points": problem_record.get("points", 7),
-        "digest": problem_record.get("digest"),
-        "has_reference": bool(problem_record.get("reference_solution")),
-        "has_guidelines": bool(problem_record.get("grading_guidelines")),
-    }
-    ordered = sorted(calls.values(), key=lambda c: c.seq)
-    texts: dict[str, str] = {}
-    if with_texts:
-        for view in ordered:
-            if view.messages_blob and view.messages_blob not in texts:
-                texts[view.messages_blob] = blobs.messages(view.messages_blob)
-            for digest in (view.text_blob, view.reasoning_blob):
-                if digest and digest not in texts:
-                    texts[digest] = blobs.text(digest)
-        for ln in state.lineages.values():
-            for ver in ln.versions.values():
-                if ver.proof_artifact:
-                    digest = state.artifacts[ver.proof_artifact].blob
-                    texts.setdefault(digest, blobs.text(digest))
-
+    selected, proof_text = _selected(state, blobs)
+    ordered = sorted(journal.calls.values(), key=lambda c: c.seq)
     return RunReport(
         run_dir=str(run_dir),
-        run_id=str(manifest.get("run_id", "")),
+        run_id=manifest.run_id,
         created=str(created),
         state=run_state,
         phase=state.phase,
         # A grading-only run (a given proof, as calibration makes) solves nothing: its
         # outcome is that it was graded, not that the problem stayed unsolved.
-        outcome="graded" if state.outcome and manifest.get("given_proof") else state.outcome,
+        outcome="graded" if state.outcome and manifest.given_proof else state.outcome,
         reason=str(result.get("reason") or state.budget_exhausted or ""),
-        problem=problem,
-        model=state.served_model or (manifest.get("model") or {}).get("requested"),
-        endpoint=(manifest.get("endpoint") or {}).get("url"),
-        evaluation_mode=bool(manifest.get("evaluation")),
+        problem=_problem(manifest.problem.record),
+        model=state.served_model or manifest.model.requested,
+        endpoint=manifest.endpoint.url,
+        evaluation_mode=manifest.evaluation,
         sessions=state.sessions,
-        wall_s=wall_s,
+        wall_s=wall_seconds(state),
         selected=selected,
         proof_text=proof_text,
         evaluation=_evaluation(ordered, result),
@@ -257,7 +234,7 @@ def load_report(
         answer_check=result.get("answer_check"),
         lineages=_lineages(state, ordered),
         calls=tuple(ordered),
-        timeline=tuple(sorted(timeline, key=lambda e: e.t)),
+        timeline=tuple(sorted(journal.timeline, key=lambda e: e.t)),
         roles=_role_totals(ordered),
         tokens={
             "input": state.tokens_in,
@@ -266,17 +243,64 @@ def load_report(
             "total": state.tokens_total,
         },
         torn_tail=reader.torn_tail is not None,
-        texts=texts,
+        texts=_texts(state, ordered, blobs) if with_texts else {},
     )
 
 
-def _final_result(reader: RunReader, finished: dict[str, Any]) -> dict[str, Any]:
+def _selected(state: RunState, blobs: _Reader) -> tuple[dict[str, Any] | None, str | None]:
+    """The proof the run selected, and its text."""
+    if state.selected is None:
+        return None, None
+    lineage, version = state.selected
+    artifact = state.proof_text_artifact(lineage, version)
+    status = state.lineages[lineage].versions[version].status
+    selected = {
+        "lineage": lineage,
+        "version": version,
+        "accepted": status == "accepted",
+        "proof": artifact.blob if artifact else None,
+        "reason": state.selection_reason,
+    }
+    return selected, blobs.text(artifact.blob) if artifact is not None else None
+
+
+def _problem(record: Problem) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "title": record.title,
+        "source": record.source,
+        "statement": record.statement,
+        "points": record.points,
+        "digest": record.digest,
+        "has_reference": bool(record.reference_solution),
+        "has_guidelines": bool(record.grading_guidelines),
+    }
+
+
+def _texts(state: RunState, calls: list[CallView], blobs: _Reader) -> dict[str, str]:
+    """Every prompt, response, reasoning and proof text the HTML view shows, by digest."""
+    texts: dict[str, str] = {}
+    for view in calls:
+        if view.messages_blob and view.messages_blob not in texts:
+            texts[view.messages_blob] = blobs.messages(view.messages_blob)
+        for digest in (view.text_blob, view.reasoning_blob):
+            if digest and digest not in texts:
+                texts[digest] = blobs.text(digest)
+    for ln in state.lineages.values():
+        for ver in ln.versions.values():
+            if ver.proof_artifact:
+                digest = state.artifacts[ver.proof_artifact].blob
+                texts.setdefault(digest, blobs.text(digest))
+    return texts
+
+
+def _final_result(reader: RunReader, finished: RunFinished | None) -> dict[str, Any]:
     """final/result.json, when the run.finished record names it and the bytes match."""
-    link = (finished.get("final") or {}).get("result.json")
-    if not link:
+    link = finished.final.get("result.json") if finished is not None else None
+    if link is None:
         return {}
     try:
-        loaded = json.loads(reader.read_blob(link["blob"]))
+        loaded = json.loads(reader.read_blob(link.blob))
     except (StoreError, ValueError):
         return {}
     return loaded if isinstance(loaded, dict) else {}
@@ -289,21 +313,25 @@ def _evaluation(calls: list[CallView], result: dict[str, Any]) -> dict[str, Any]
     reconcile = next((c for c in calls if c.role == "grader:reconcile"), None)
     score = result.get("evaluation_score")
     return {
-        "scores": [c.facts.get("score") if c.status == "completed" else None for c in graders],
+        "scores": [_score(c) if c.status == "completed" else None for c in graders],
         # For display: a grade, "ungraded" (completed, no readable grade) or "-" (not ended).
         "labels": [_grade_label(c) for c in graders],
         "reconciled": reconcile is not None and reconcile.status == "completed",
-        "reconciled_score": reconcile.facts.get("score") if reconcile is not None else None,
+        "reconciled_score": _score(reconcile) if reconcile is not None else None,
         "score": score,
         # The run finished and its final proof has no readable grade: scored 0, labelled.
         "ungraded": bool(result) and score is None and result.get("selected") is not None,
     }
 
 
+def _score(call: CallView) -> int | None:
+    return call.facts.score if isinstance(call.facts, GradeFacts) else None
+
+
 def _grade_label(call: CallView) -> str:
     if call.status != "completed":
         return "-"
-    score = call.facts.get("score")
+    score = _score(call)
     return "ungraded" if score is None else str(score)
 
 
@@ -313,18 +341,18 @@ def _in_loop_score(calls: list[CallView], state: RunState) -> int | None:
     lineage, version = state.selected
     for call in calls:
         if call.phase == "grade" and call.lineage == lineage and call.version == version:
-            score = call.facts.get("score")
-            return int(score) if isinstance(score, int) else None
+            return _score(call)
     return None
 
 
 def _lineages(state: RunState, calls: list[CallView]) -> tuple[LineageView, ...]:
     grades = {
-        (c.lineage, c.version): c.facts.get("score")
+        (c.lineage, c.version): _score(c)
         for c in calls
         if c.phase == "grade" and c.status == "completed"
     }
     views = []
+    status: Literal["accepted", "abandoned", "open"]
     for ln in sorted(state.lineages.values(), key=lambda x: x.index):
         if ln.accepted_version is not None:
             status, detail = "accepted", f"accepted at v{ln.accepted_version}"

@@ -4,9 +4,25 @@ finished, :class:`CallView` filled in as the journal is read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from solver._util.clock import seconds_between
+from solver.loop.state import VersionStatus
+from solver.records import (
+    FACTS_ADAPTER,
+    Facts,
+    GradeFacts,
+    NoFacts,
+    Phase,
+    ProofFacts,
+    ReviewFacts,
+    SelectionFacts,
+    VerificationFacts,
+)
+from solver.run.status import RunCondition
+
+CallViewStatus = Literal["planned", "running", "completed", "failed", "cancelled", "unfinished"]
+TimelineKind = Literal["session", "decision", "failure", "finish", "endpoint"]
 
 
 @dataclass
@@ -25,7 +41,7 @@ class CallView:
     planned_t: str
     started_t: str | None = None
     ended_t: str | None = None
-    status: str = "planned"  # planned | running | completed | failed | cancelled | unfinished
+    status: CallViewStatus = "planned"
     attempts: int = 0
     finish_reason: str | None = None
     truncated: bool = False
@@ -37,7 +53,7 @@ class CallView:
     messages_blob: str | None = None
     text_blob: str | None = None
     reasoning_blob: str | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=NoFacts)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -59,22 +75,25 @@ class CallView:
             return self.status
         if self.truncated:
             return "truncated (finish: length)"
-        if "verdict" in facts:
-            count = len(facts.get("findings", []))
-            return f"{facts['verdict']}, {count} finding{'s' if count != 1 else ''}"
-        if "confirmed" in facts:
-            confirmed = len(facts.get("confirmed", []))
-            rejected = len(facts.get("rejected", []))
-            return f"{confirmed} confirmed, {rejected} rejected"
-        if "score" in facts:
+        if isinstance(facts, VerificationFacts):
+            count = len(facts.findings)
+            return f"{facts.verdict}, {count} finding{'s' if count != 1 else ''}"
+        if isinstance(facts, ReviewFacts):
+            return f"{len(facts.confirmed)} confirmed, {len(facts.rejected)} rejected"
+        if isinstance(facts, GradeFacts):
             # A grader whose grade could not be read (truncated or unparsed) leaves None.
-            return "ungraded" if facts["score"] is None else f"score {facts['score']}/7"
-        if "choice" in facts:
-            choice = facts["choice"]
-            return f"chose {choice[0]} v{choice[1]}" if isinstance(choice, list) else "chose"
-        if "has_proof" in facts:
-            return "proof" if facts["has_proof"] else "no proof"
+            return "ungraded" if facts.score is None else f"score {facts.score}/7"
+        if isinstance(facts, SelectionFacts) and facts.choice is not None:
+            lineage, version = facts.choice
+            return f"chose {lineage} v{version}"
+        if isinstance(facts, ProofFacts):
+            return "proof" if facts.has_proof else "no proof"
         return "parsed" if self.parsed_ok else "not parsed"
+
+    def facts_json(self) -> dict[str, Any]:
+        """The facts as the journal holds them."""
+        dumped: dict[str, Any] = FACTS_ADAPTER.dump_python(self.facts, mode="json")
+        return dumped
 
 
 @dataclass(frozen=True)
@@ -82,7 +101,7 @@ class VersionView:
     version: int
     parent: int | None
     producer: str  # call id of the generator or reviser call
-    status: str  # open | accepted | failed | unusable
+    status: VersionStatus
     proof_blob: str | None
     grade: int | None
 
@@ -90,7 +109,7 @@ class VersionView:
 @dataclass(frozen=True)
 class LineageView:
     lineage: str
-    status: str  # accepted | abandoned | open
+    status: Literal["accepted", "abandoned", "open"]
     detail: str
     versions: tuple[VersionView, ...]
 
@@ -99,7 +118,7 @@ class LineageView:
 class TimelineEvent:
     t: str
     offset_s: float
-    kind: str  # session | decision | failure | finish | endpoint
+    kind: TimelineKind
     text: str
 
 
@@ -122,8 +141,8 @@ class RunReport:
     run_dir: str
     run_id: str
     created: str
-    state: str  # finished | running | interrupted | stopped | crashed | waiting-for-endpoint
-    phase: str
+    state: RunCondition
+    phase: Phase
     outcome: str | None
     reason: str
     problem: dict[str, Any]
@@ -156,6 +175,7 @@ class RunReport:
         calls = []
         for call in self.calls:
             entry = {k: v for k, v in vars(call).items()}
+            entry["facts"] = call.facts_json()
             entry["seconds"] = call.seconds
             entry["summary"] = call.summary
             calls.append(entry)

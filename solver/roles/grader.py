@@ -22,6 +22,7 @@ from typing import Annotated, Any, Self
 from pydantic import Field, model_validator
 
 from solver.roles.base import Kind, RoleInputs, RoleOutput
+from solver.roles.facts import GradeFacts
 from solver.roles.jsonblock import find_object, lower_keys
 from solver.roles.proof import strip_thinking
 
@@ -82,6 +83,10 @@ class ReconcileInputs(RoleInputs):
 class Output(RoleOutput):
     score: int = Field(ge=0, le=MAX_SCORE)
     justification: str
+
+    def facts(self) -> GradeFacts:
+        # No readable grade is None, never the conservative 0 that would pass for a grade.
+        return GradeFacts(score=self.score if self.parsed else None)
 
 
 CONSERVATIVE = Output(parsed=False, parse_note="no score", score=0, justification="")

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from solver.roles.facts import ProofFacts
+
 Section = Literal["proof", "final_answer", "self_assessment", "responses", "other"]
 
 _THINK_PAIR = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
@@ -50,6 +52,12 @@ class ProofParts:
     final_answer: str | None
     responses: str
     followed_contract: bool
+
+    def facts(self) -> ProofFacts:
+        """An attempt's facts: whether it holds proof text, and its final answer if so."""
+        if not self.proof.strip():
+            return ProofFacts(has_proof=False)
+        return ProofFacts(has_proof=True, final_answer=self.final_answer)
 
 
 def strip_thinking(text: str) -> str:

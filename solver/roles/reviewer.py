@@ -13,11 +13,13 @@ sentence like "F1 should not be rejected" mentions the word without meaning it.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from solver.roles.base import Kind, RoleInputs, RoleOutput
+from solver.roles.facts import ReviewFacts
 from solver.roles.jsonblock import find_object, lower_keys
 from solver.roles.proof import strip_thinking
 from solver.roles.verifier import Finding, Severity, normalise_severity
@@ -62,6 +64,21 @@ class Output(RoleOutput):
             severity=severity,
             reason="not reviewed (confirmed by default)",
         )
+
+    def facts(self, findings: Sequence[Finding]) -> ReviewFacts:
+        """This review of a report's ``findings``: which stand (at which severity), which
+        fall. A finding the review did not address stands at the verifier's severity."""
+        confirmed: list[str] = []
+        rejected: list[str] = []
+        severity: dict[str, str] = {}
+        for finding in findings:
+            review = self.decision_for(finding.id, finding.severity)
+            if review.decision == "confirmed":
+                confirmed.append(finding.id)
+                severity[finding.id] = review.severity or finding.severity
+            else:
+                rejected.append(finding.id)
+        return ReviewFacts(confirmed=confirmed, rejected=rejected, severity=severity)
 
 
 CONSERVATIVE = Output(parsed=False, parse_note="no reviews", reviews=())

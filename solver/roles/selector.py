@@ -9,11 +9,13 @@ gives ``choice=None``: the engine then takes the first accepted candidate.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from solver.roles.base import Kind, RoleInputs, RoleOutput, label_index
+from solver.roles.facts import SelectionFacts
 from solver.roles.jsonblock import find_object, lower_keys
 from solver.roles.proof import strip_thinking
 
@@ -41,6 +43,14 @@ class Output(RoleOutput):
         if self.choice is None or self.choice >= shown:
             return None
         return self.choice
+
+    def facts(self, shown: Sequence[tuple[str, int]]) -> SelectionFacts:
+        """The proofs shown (lineage, version), in order, and the one chosen, if it is one
+        of them."""
+        index = self.index_within(len(shown))
+        if index is None:
+            return SelectionFacts(shown=list(shown))
+        return SelectionFacts(shown=list(shown), choice=shown[index])
 
 
 CONSERVATIVE = Output(parsed=False, parse_note="no choice", choice=None)

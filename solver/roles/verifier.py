@@ -14,9 +14,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from solver.roles.base import Kind, RoleInputs, RoleOutput
+from solver.roles.facts import Finding as Finding
+from solver.roles.facts import Severity as Severity
+from solver.roles.facts import VerificationFacts
 from solver.roles.jsonblock import find_object, lower_keys
 from solver.roles.proof import strip_thinking
 
@@ -26,22 +29,12 @@ TEMPLATES: dict[str, tuple[str, str]] = {
     variant: (f"verifier/{variant}.system.j2", "verifier/user.j2") for variant in VARIANTS
 }
 
-Severity = Literal["critical", "major", "minor"]
 BLOCKING: frozenset[str] = frozenset({"critical", "major"})
 
 
 class Inputs(RoleInputs):
     problem_statement: Annotated[str, Kind("problem_statement"), Field(min_length=1)]
     proof_text: Annotated[str, Kind("proof_text"), Field(min_length=1)]
-
-
-class Finding(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str
-    location: str
-    severity: Severity
-    explanation: str
 
 
 class Output(RoleOutput):
@@ -56,6 +49,9 @@ class Output(RoleOutput):
     @property
     def blocking_findings(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity in BLOCKING)
+
+    def facts(self) -> VerificationFacts:
+        return VerificationFacts(verdict=self.verdict, findings=self.findings)
 
 
 CONSERVATIVE = Output(

@@ -7,15 +7,26 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pydantic import ValidationError
+
 from solver import roles
 from solver._util.clock import utc_now
 from solver.config import ResolvedSettings, Settings
+from solver.errors import RunCorrupt
 from solver.identity import code_identity
 from solver.llm import Endpoint
 from solver.problems.files import Problem
+from solver.records import (
+    BlobLink,
+    Manifest,
+    ManifestConfig,
+    ManifestEndpoint,
+    ManifestModel,
+    ManifestNetwork,
+    ManifestProblem,
+    ManifestRoles,
+)
 from solver.roles.templates import template_source
-
-FORMAT = "solver-run/1"
 
 
 def build_manifest(
@@ -23,11 +34,11 @@ def build_manifest(
     problem_path: Path | None,
     resolved: ResolvedSettings,
     endpoint: Endpoint,
-    endpoint_info: dict[str, Any],
+    recorded_endpoint: ManifestEndpoint,
     evaluation: bool,
     argv: list[str],
     run_id: str,
-) -> dict[str, Any]:
+) -> Manifest:
     parts = urlsplit(endpoint.base_url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     config = resolved.settings.masked()
@@ -35,50 +46,62 @@ def build_manifest(
         # Absolute, so a resume started from another directory finds the same key.
         config["signing_key"] = str(resolved.settings.signing_key.resolve())
     original = (
-        {"blob": problem.original_digest, "bytes": len(problem.original_bytes)}
+        BlobLink(blob=problem.original_digest, bytes=len(problem.original_bytes))
         if problem.original_bytes and problem.original_digest
         else None
     )
-    return {
-        "format": FORMAT,
-        "run_id": run_id,
-        "created": utc_now().isoformat().replace("+00:00", "Z"),
-        "hash": "sha256",
-        "problem": {
-            "path": str(problem_path) if problem_path else None,
-            "digest": problem.digest,
-            "original_digest": problem.original_digest,
-            "original": original,
-            "record": problem.model_dump(mode="json"),
-        },
-        "config": {"resolved": config, "sources": resolved.sources},
-        "argv": argv,
-        "code": code_identity(),
-        "endpoint": {"url": endpoint.base_url, "api": endpoint.api, **endpoint_info},
-        "model": {"requested": endpoint.model or None},
-        "templates": roles.template_digests(),
-        "roles": {
-            "policy": {k: sorted(v) for k, v in roles.ISOLATION_POLICY.items()},
-            "tools": [],
-        },
-        "evaluation": evaluation,
-        "network": {"allow": [f"{parts.hostname}:{port}"], "enforcement": ["transport-allowlist"]},
-    }
+    return Manifest(
+        run_id=run_id,
+        created=utc_now().isoformat().replace("+00:00", "Z"),
+        hash="sha256",
+        problem=ManifestProblem(
+            path=str(problem_path) if problem_path else None,
+            digest=problem.digest,
+            original_digest=problem.original_digest,
+            original=original,
+            record=problem,
+        ),
+        config=ManifestConfig(resolved=config, sources=resolved.sources),
+        argv=argv,
+        code=code_identity(),
+        endpoint=recorded_endpoint,
+        model=ManifestModel(requested=endpoint.model or None),
+        templates=roles.template_digests(),
+        roles=ManifestRoles(
+            policy={k: sorted(v) for k, v in roles.ISOLATION_POLICY.items()},
+            tools=[],
+        ),
+        evaluation=evaluation,
+        network=ManifestNetwork(
+            allow=[f"{parts.hostname}:{port}"], enforcement=["transport-allowlist"]
+        ),
+    )
+
+
+def read_manifest(raw: dict[str, Any], where: Path) -> Manifest:
+    """A run's manifest as the store read it (JSON of our format), typed. A manifest that
+    does not hold what every run's manifest holds is a damaged run (exit 65)."""
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(part) for part in first["loc"]) or "(top)"
+        raise RunCorrupt(f"{where}/MANIFEST.json: {at}: {first['msg']}") from None
 
 
 def manifest_blobs(problem: Problem) -> list[bytes]:
     """Bytes the manifest names by digest, stored with it: the problem file as it was read,
-    and every prompt template (under the digests of manifest["templates"])."""
+    and every prompt template (under the digests of the manifest's templates)."""
     found = [template_source(name) for name in sorted(roles.template_digests())]
     if problem.original_bytes:
         found.insert(0, problem.original_bytes)
     return found
 
 
-def settings_of_run(manifest: dict[str, Any], resolved_now: ResolvedSettings) -> Settings:
+def settings_of_run(manifest: Manifest, resolved_now: ResolvedSettings) -> Settings:
     """The run's own settings (from its manifest), with the secret taken from today's
     environment: secrets are never written to a run."""
-    data = dict(manifest["config"]["resolved"])
+    data = dict(manifest.config.resolved)
     data.pop("api_key", None)
     now = resolved_now.settings
     return Settings.model_validate({**data, "api_key": now.api_key})

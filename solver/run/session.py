@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from solver import roles
 from solver._util.clock import seconds_between, utc_stamp
 from solver.config import ResolvedSettings, Settings
@@ -44,11 +46,13 @@ from solver.records import (
     ArtifactPut,
     Decision,
     EndpointProbed,
+    LoopRecord,
     NetConnect,
     SessionEnded,
     SessionStarted,
+    parse_loop_record,
 )
-from solver.run.manifest import build_manifest, manifest_blobs, settings_of_run
+from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
 from solver.run.sources import resolve_endpoint, resume_endpoint, resume_signing_key
 from solver.store import Record, RunReader, RunStore, holds_only_create_leftovers
 
@@ -127,17 +131,29 @@ def open_run(run_dir: Path, signing_key: Path | None = None) -> tuple[RunStore, 
 
 
 def fold(records: Iterator[Record]) -> RunState:
-    """RunState from journal records. Versions newer than this solver reads are refused."""
+    """RunState from journal records, each read into its typed record. Versions newer than
+    this solver reads are refused; a line that is not its type's record is a damaged run."""
     state = RunState()
-    newest = RECORD_VERSION
     for rec in records:
-        if rec.v > newest and rec.type in LOOP_RECORD_TYPES:
-            raise RunCorrupt(
-                f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads up to "
-                f"{newest}: upgrade olympiad-solver to continue this run"
-            )
-        state.apply_raw(rec.type, rec.data, rec.t)
+        typed = typed_record(rec)
+        if typed is not None:
+            state.apply(typed, rec.t)
     return state
+
+
+def typed_record(rec: Record) -> LoopRecord | None:
+    """The loop's record a journal line holds; None for the store's own lines."""
+    if rec.v > RECORD_VERSION and rec.type in LOOP_RECORD_TYPES:
+        raise RunCorrupt(
+            f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads up to "
+            f"{RECORD_VERSION}: upgrade olympiad-solver to continue this run"
+        )
+    try:
+        return parse_loop_record(rec.type, rec.v, rec.data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(part) for part in first["loc"]) or "(top)"
+        raise RunCorrupt(f"record {rec.seq} ({rec.type}): {at}: {first['msg']}") from None
 
 
 async def _drive(
@@ -294,7 +310,7 @@ async def start_run(
     settings = resolved.settings
     if given_proof is not None:
         evaluation = True
-    endpoint, endpoint_info = resolve_endpoint(settings)
+    endpoint, recorded_endpoint = resolve_endpoint(settings)
     run_id = new_run_id()
     if run_dir is None:
         stem = _slug(problem_path.stem if problem_path else problem.id)
@@ -304,12 +320,13 @@ async def start_run(
             f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
         )
     manifest = build_manifest(
-        problem, problem_path, resolved, endpoint, endpoint_info, evaluation, argv, run_id
+        problem, problem_path, resolved, endpoint, recorded_endpoint, evaluation, argv, run_id
     )
     if given_proof is not None:
-        manifest["given_proof"] = given_proof  # so that a resume can record it if need be
+        # so that a resume can record it if need be
+        manifest = manifest.model_copy(update={"given_proof": given_proof})
     store = RunStore.create(
-        run_dir, manifest, signing_key=settings.signing_key, blobs=manifest_blobs(problem)
+        run_dir, manifest.to_json(), signing_key=settings.signing_key, blobs=manifest_blobs(problem)
     )
     with store:
         on_created(run_dir)
@@ -390,7 +407,7 @@ async def resume_run(
     key = resume_signing_key(run_dir, today, lambda: read_state(run_dir)[1])
     store, state = open_run(run_dir, key)
     with store:
-        manifest = store.manifest
+        manifest = read_manifest(store.manifest, run_dir)
         recorder = Recorder(store, state)
         if state.session_open:
             # Also for a finished run: a kill after run.finished leaves its session open.
@@ -405,16 +422,16 @@ async def resume_run(
         if state.phase == "finished":
             return finished_outcome(store, state)
         settings = settings_of_run(manifest, resolved_now)
-        problem = Problem.model_validate(manifest["problem"]["record"])
-        record_inputs(recorder, problem, bool(manifest["evaluation"]), manifest.get("given_proof"))
+        problem = manifest.problem.record
+        record_inputs(recorder, problem, manifest.evaluation, manifest.given_proof)
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
         return await _drive(
             store,
             state,
             settings,
-            resume_endpoint(manifest, api_key),
+            resume_endpoint(manifest.endpoint, manifest.model.requested, api_key),
             problem,
-            bool(manifest["evaluation"]),
+            manifest.evaluation,
             "resume",
             argv,
             allow_model_change,

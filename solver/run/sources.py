@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged
 from solver.llm import Endpoint
+from solver.records import Manifest, ManifestEndpoint
+from solver.run.manifest import read_manifest
 from solver.store import RunReader, StoreError
 from solver.store.attest import key_id, load_private_key
 from solver.store.run import ATTESTATION_NAME
@@ -19,15 +21,18 @@ if TYPE_CHECKING:
     from solver.loop.state import RunState
 
 
-def resolve_endpoint(settings: Settings) -> tuple[Endpoint, dict[str, Any]]:
+def resolve_endpoint(settings: Settings) -> tuple[Endpoint, ManifestEndpoint]:
     """The endpoint from the settings, else from the descriptor `solver local up` or
-    `solver serve up` wrote. Raises InputError with one sentence when there is none."""
+    `solver serve up` wrote, with what the manifest records of it. Raises InputError with one
+    sentence when there is none."""
     key = settings.api_key.get_secret_value() if settings.api_key else None
     if settings.endpoint:
         endpoint = Endpoint(
             base_url=settings.endpoint, api=settings.api, model=settings.model or "", api_key=key
         )
-        return endpoint, {"source": "configured"}
+        return endpoint, ManifestEndpoint(
+            url=endpoint.base_url, api=endpoint.api, source="configured"
+        )
     descriptor = live_descriptor()
     if descriptor is not None:
         endpoint = Endpoint(
@@ -36,8 +41,13 @@ def resolve_endpoint(settings: Settings) -> tuple[Endpoint, dict[str, Any]]:
             model=settings.model or descriptor.model,
             api_key=key,
         )
-        info = {"source": descriptor.source, "gguf_sha256": descriptor.gguf_sha256}
-        return endpoint, info
+        recorded = ManifestEndpoint(
+            url=endpoint.base_url,
+            api=endpoint.api,
+            source=descriptor.source,
+            gguf_sha256=descriptor.gguf_sha256,
+        )
+        return endpoint, recorded
     raise InputError(
         "no model endpoint is configured: set SOLVER_ENDPOINT (or --endpoint), "
         "or start a model server with `solver local up` or `solver serve up`"
@@ -69,43 +79,43 @@ def live_descriptor() -> EndpointDescriptor | None:
     return descriptor
 
 
-def resume_endpoint(manifest: dict[str, Any], api_key: str | None) -> Endpoint:
+def resume_endpoint(
+    recorded: ManifestEndpoint, requested_model: str | None, api_key: str | None
+) -> Endpoint:
     """The endpoint a resumed run talks to: the manifest's URL, except for the embedded model,
     whose port changes with every `solver local up`; then the current local descriptor, which
     must serve the same GGUF file."""
-    recorded = manifest["endpoint"]
-    url = recorded["url"]
-    if recorded.get("source") == "local":
+    url = recorded.url
+    if recorded.source == "local":
         descriptor = live_descriptor()
         if descriptor is None or descriptor.source != "local":
             raise EndpointUnavailable(
                 "this run used the embedded model, which is not running: run `solver local up`"
             )
-        if descriptor.gguf_sha256 != recorded.get("gguf_sha256"):
+        if descriptor.gguf_sha256 != recorded.gguf_sha256:
             raise ModelChanged(
                 f"the embedded model now serves GGUF {descriptor.gguf_sha256}, but this run "
-                f"used {recorded.get('gguf_sha256')}: start `solver local up` with that file"
+                f"used {recorded.gguf_sha256}: start `solver local up` with that file"
             )
         url = descriptor.base_url
     return Endpoint(
         base_url=url,
-        api=recorded["api"],
-        model=manifest["model"]["requested"] or "",
+        api=recorded.api,
+        model=requested_model or "",
         api_key=api_key,
     )
 
 
-def run_signing_key(manifest: dict[str, Any], today: Path | None) -> Path | None:
+def run_signing_key(manifest: Manifest, today: Path | None) -> Path | None:
     """The key that continues a run: for a signed run, the first of today's signing_key and
     the path the run recorded whose key id is the one in the manifest (a resume from another
     directory or with another config must not silently drop the signing); none is an error."""
-    signing = manifest.get("signing")
-    if not isinstance(signing, dict):
+    if manifest.signing is None:
         return today  # an unsigned run: today's key, if any, seals it from here on
-    wanted = str(signing.get("keyid"))
-    recorded = manifest.get("config", {}).get("resolved", {}).get("signing_key")
+    wanted = manifest.signing.keyid
+    recorded = manifest.config.signing_key
     tried: list[Path] = []
-    for candidate in (today, Path(recorded) if isinstance(recorded, str) else None):
+    for candidate in (today, Path(recorded) if recorded is not None else None):
         if candidate is None or candidate in tried:
             continue
         tried.append(candidate)
@@ -129,7 +139,7 @@ def resume_signing_key(
     ended and whose attestation exists needs none: resuming it writes nothing, so a key that
     has moved since does not stop it from reporting its outcome."""
     try:
-        return run_signing_key(RunReader(run_dir).manifest, today)
+        return run_signing_key(read_manifest(RunReader(run_dir).manifest, run_dir), today)
     except InputError:
         if (run_dir / ATTESTATION_NAME).is_file():
             now = state()

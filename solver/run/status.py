@@ -1,40 +1,67 @@
-"""`solver status`: what a run is doing, derived from its journal without taking the lock."""
+"""What a run is doing, derived from its journal without taking the lock: the one classifier
+behind both `solver status` and `solver report`."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from solver._util.clock import seconds_between
 from solver.loop.state import RunState
 from solver.run.session import read_state
 
+RunCondition = Literal[
+    "running",  # a live writer holds the lock
+    "finished",
+    "created",  # created, and no session has started yet: resume starts the first one
+    "crashed",  # a session started and did not record its end (killed, or the host died)
+    "storage-full",  # the disk had no room: free space, then resume
+    "interrupted",
+    "waiting-for-endpoint",  # the last session gave up on the endpoint: resume when it is back
+    "stopped",  # the last session ended on an error
+]
+
+
+def run_condition(
+    state: RunState, holder: dict[str, Any] | None, writer: dict[str, Any]
+) -> RunCondition:
+    """``holder`` is the live lock holder (None when the lock is free) and ``writer`` what the
+    last writer left in the lock file."""
+    if holder is not None:
+        return "running"
+    if state.phase == "finished":
+        return "finished"
+    if state.sessions == 0:
+        return "created"
+    if state.session_open:
+        # A full disk may not have had room for the session's last record either; the lock
+        # file says so, where the journal cannot.
+        return "storage-full" if _stopped(writer, state) == "storage_full" else "crashed"
+    reason = state.session_end_reason
+    if reason == "interrupted":
+        return "interrupted"
+    if reason == "endpoint_unavailable":
+        return "waiting-for-endpoint"
+    if reason == "storage_full":
+        return "storage-full"
+    return "stopped"
+
+
+def wall_seconds(state: RunState) -> float:
+    """Time the run's sessions took; a session that has not recorded its end (it runs, or it
+    crashed) counts up to its last record."""
+    wall_s = state.ended_wall_s
+    if state.session_open:
+        wall_s += seconds_between(state.session_started_t, state.last_t)
+    return wall_s
+
 
 def run_status(run_dir: Path) -> dict[str, Any]:
     reader, state = read_state(run_dir)
     holder = reader.lock_holder()
-    if holder is not None:
-        run_state = "running"
-    elif state.phase == "finished":
-        run_state = "finished"
-    elif state.session_open and _stopped(reader.last_writer(), state) == "storage_full":
-        run_state = "storage-full"  # the disk had no room for the session's last record
-    elif state.session_open or not state.sessions:
-        run_state = "crashed"
-    elif state.session_end_reason == "interrupted":
-        run_state = "interrupted"
-    elif state.session_end_reason == "endpoint_unavailable":
-        run_state = "waiting-for-endpoint"
-    elif state.session_end_reason == "storage_full":
-        run_state = "storage-full"
-    else:
-        run_state = "stopped"
-    wall_s = state.ended_wall_s
-    if state.session_open:  # a crashed (or running) session has not recorded its time yet
-        wall_s += seconds_between(state.session_started_t, state.last_t)
     return {
         "run_dir": str(run_dir),
-        "state": run_state,
+        "state": run_condition(state, holder, reader.last_writer()),
         "phase": state.phase,
         "outcome": state.outcome,
         "sessions": state.sessions,
@@ -43,7 +70,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "accepted": len(state.accepted()),
         "lineages": len(state.lineages),
         "tokens": state.tokens_total,
-        "wall_s": round(wall_s, 1),
+        "wall_s": round(wall_seconds(state), 1),
         "records": state.records,
         "last_activity": state.last_t,
         "holder": holder,

@@ -129,7 +129,10 @@ def test_solver_resolves_the_local_descriptor_and_the_client_sees_its_context(
     endpoint, info = resolve_endpoint(Settings())
     gguf = local.find_gguf()
     assert gguf is not None
-    assert info == {"source": "local", "gguf_sha256": local.file_sha256(gguf)}
+    assert info.model_dump(include={"source", "gguf_sha256"}) == {
+        "source": "local",
+        "gguf_sha256": local.file_sha256(gguf),
+    }
 
     async def probe() -> tuple[tuple[str, ...], int | None]:
         async with ModelClient(endpoint) as client:

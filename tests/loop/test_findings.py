@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from solver.loop.policy import _verification_passes
-from solver.loop.state import CallState, RunState, confirmed_findings, finding_keys
+from solver.loop.state import CallState, RunState, confirmed_findings
+from solver.loop.state import finding_keys as keys_of_finding
+from solver.records import FACTS_ADAPTER
+from solver.roles.verifier import Finding
 
 MINOR = {"id": "F1", "location": "the last line", "severity": "minor", "explanation": "Terse."}
 
@@ -23,7 +26,7 @@ def _call(call_id: str, role: str, status: str, facts: dict[str, Any]) -> CallSt
         evaluation=False,
         status=status,
         parsed_ok=status == "completed",
-        facts=facts,
+        facts=FACTS_ADAPTER.validate_python(facts),
     )
 
 
@@ -40,7 +43,7 @@ def _with_review(status: str, facts: dict[str, Any]) -> RunState:
 def test_a_failed_review_leaves_its_findings_standing() -> None:
     state = _with_review("failed", {})
     found = confirmed_findings(state, "L0", 0)
-    assert [(f["id"], f["severity"]) for f in found] == [("F1", "minor")]
+    assert [(f.id, f.severity) for f in found] == [("F1", "minor")]
     assert not _verification_passes(state, state.calls["L0.v0.verify.0"])
 
 
@@ -48,6 +51,10 @@ def test_a_rejecting_review_clears_a_fail_verdict() -> None:
     state = _with_review("completed", {"confirmed": [], "rejected": ["F1"], "severity": {}})
     assert confirmed_findings(state, "L0", 0) == []
     assert _verification_passes(state, state.calls["L0.v0.verify.0"])
+
+
+def finding_keys(finding: dict[str, str]) -> set[str]:
+    return keys_of_finding(Finding(id="F1", **finding))  # type: ignore[arg-type]
 
 
 def test_recurring_finding_keys_fold_case_whitespace_and_match_on_location() -> None:

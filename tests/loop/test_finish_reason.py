@@ -7,6 +7,7 @@ from pathlib import Path
 
 from solver.loop.policy import _finish, grade_call_id
 from solver.loop.state import CallState, LineageState, RunState, VersionState
+from solver.records import GradeFacts
 from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop.harness import audit_ok, result_of, solve
 from tests.loop.test_budgets import _generators_stall
@@ -30,7 +31,7 @@ def _state(grade: int | None) -> RunState:
             evaluation=False,
             status="completed",
             parsed_ok=True,
-            facts={"score": grade},
+            facts=GradeFacts(score=grade),
         )
     return state
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from solver.loop.policy import PolicyConfig, decide, evaluation_score, graded_score
 from solver.loop.state import CallState, LineageState, RunState, VersionState
+from solver.records import GradeFacts
 
 
 def _grader(call_id: str, score: int | None, status: str = "completed") -> CallState:
@@ -21,7 +22,7 @@ def _grader(call_id: str, score: int | None, status: str = "completed") -> CallS
     )
     if status == "completed":
         call.parsed_ok = score is not None
-        call.facts = {"score": score}
+        call.facts = GradeFacts(score=score)
     return call
 
 

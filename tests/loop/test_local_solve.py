@@ -63,7 +63,7 @@ def test_solve_on_the_local_model_is_honest_and_audits(
     state = state_of(run_dir)
     for call in state.calls.values():
         if call.phase == "grade" and (call.truncated or not call.parsed_ok):
-            assert call.facts.get("score") is None, call.call_id
+            assert call.facts.score is None, call.call_id
     if final["selected"] is not None:
         grade = state.calls.get(
             f"grade.{final['selected']['lineage']}.v{final['selected']['version']}"

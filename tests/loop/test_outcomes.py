@@ -21,7 +21,7 @@ def test_solved_when_k_verifications_pass(tmp_path: Path) -> None:
         c for c in state.calls.values() if c.role == "verifier" and c.lineage == accepted.lineage
     ]
     assert len(verifications) == 3
-    assert all(c.facts["verdict"] == "pass" for c in verifications)
+    assert all(c.facts.verdict == "pass" for c in verifications)
     assert (outcome.run_dir / "final" / "proof.md").read_text().startswith("## Proof")
     # The scripted proof answers "Not applicable" where the problem's answer is 2.
     assert result["answer_check"]["verdict"] in ("not_equivalent", "undecided")
@@ -50,7 +50,7 @@ def test_rejected_findings_do_not_block_acceptance(tmp_path: Path) -> None:
     state = state_of(outcome.run_dir)
     assert outcome.outcome == "solved"
     reviews = [c for c in state.calls.values() if c.role == "reviewer"]
-    assert reviews and all(c.facts["confirmed"] == [] for c in reviews)
+    assert reviews and all(c.facts.confirmed == [] for c in reviews)
     assert not any(c.role == "reviser" for c in state.calls.values())
     audit_ok(outcome.run_dir)
 
@@ -91,10 +91,10 @@ def test_unparseable_output_everywhere_is_conservative(tmp_path: Path) -> None:
         )
     state = state_of(outcome.run_dir)
     verifiers = [c for c in state.calls.values() if c.role == "verifier"]
-    assert verifiers and all(not c.parsed_ok and c.facts["verdict"] == "fail" for c in verifiers)
+    assert verifiers and all(not c.parsed_ok and c.facts.verdict == "fail" for c in verifiers)
     graders = [c for c in state.calls.values() if c.role == "grader"]
     # A grader with no readable grade leaves the proof ungraded: no score, not a 0.
-    assert graders and all(c.facts["score"] is None for c in graders)
+    assert graders and all(c.facts.score is None for c in graders)
     assert result_of(outcome.run_dir)["score"] is None
     assert outcome.outcome == "unsolved"
     assert state.lineages["L0"].abandoned

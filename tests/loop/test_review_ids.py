@@ -67,9 +67,9 @@ def test_a_rejection_lands_on_the_finding_the_reviewer_named(
     assert reviews
     for review in reviews:
         verification = state.calls[review.target or ""]
-        by_id = {f["id"]: f for f in verification.facts["findings"]}
-        assert [by_id[i]["explanation"] for i in review.facts["rejected"]] == ["WRONG-CLAIM here."]
-        assert [by_id[i]["explanation"] for i in review.facts["confirmed"]] == ["A real gap."]
+        by_id = {f.id: f for f in verification.facts.findings}
+        assert [by_id[i].explanation for i in review.facts.rejected] == ["WRONG-CLAIM here."]
+        assert [by_id[i].explanation for i in review.facts.confirmed] == ["A real gap."]
     audit_ok(outcome.run_dir)
 
 

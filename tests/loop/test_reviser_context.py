@@ -14,7 +14,7 @@ def test_findings_from_several_verifiers_reach_the_reviser_once(tmp_path: Path) 
     with FakeEndpoint(scripts.fix_after_finding) as fake:
         outcome = solve(fake, tmp_path, candidates=1, acceptance__verifications=3)
     state = state_of(outcome.run_dir)
-    confirmed = [c for c in state.calls.values() if c.role == "reviewer" and c.facts["confirmed"]]
+    confirmed = [c for c in state.calls.values() if c.role == "reviewer" and c.facts.confirmed]
     assert len(confirmed) == 3  # three verifiers reported the same flaw, each as its F1
     reviser = [r for r in fake.requests if scripts.role_of(r) == "reviser"]
     assert len(reviser) == 1

@@ -6,13 +6,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, write_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged, exit_code_for
+from solver.records import ManifestEndpoint
 from solver.run.session import resolve_endpoint
 from solver.run.sources import resume_endpoint
 
@@ -44,16 +44,10 @@ def describe(pid: int, port: int, source: str = "local", gguf: str | None = GGUF
     )
 
 
-def local_manifest() -> dict[str, Any]:
-    return {
-        "endpoint": {
-            "url": "http://127.0.0.1:41000/v1",
-            "api": "chat",
-            "source": "local",
-            "gguf_sha256": GGUF,
-        },
-        "model": {"requested": None},
-    }
+def local_manifest() -> ManifestEndpoint:
+    return ManifestEndpoint(
+        url="http://127.0.0.1:41000/v1", api="chat", source="local", gguf_sha256=GGUF
+    )
 
 
 def test_a_dead_local_server_fails_at_once() -> None:
@@ -81,25 +75,24 @@ def test_no_endpoint_names_both_servers() -> None:
 
 def test_resume_follows_the_local_server_to_its_new_port() -> None:
     describe(os.getpid(), 42000)  # a live pid
-    endpoint = resume_endpoint(local_manifest(), None)
+    endpoint = resume_endpoint(local_manifest(), None, None)
     assert endpoint.base_url == "http://127.0.0.1:42000/v1"
 
 
 def test_resume_refuses_another_gguf() -> None:
     describe(os.getpid(), 42000, gguf="cd" * 32)
     with pytest.raises(ModelChanged, match="GGUF"):
-        resume_endpoint(local_manifest(), None)
+        resume_endpoint(local_manifest(), None, None)
 
 
 def test_resume_of_a_local_run_without_the_local_server() -> None:
     with pytest.raises(EndpointUnavailable, match="solver local up"):
-        resume_endpoint(local_manifest(), None)
+        resume_endpoint(local_manifest(), None, None)
     describe(os.getpid(), 42000, source="serve:sglang", gguf=None)
     with pytest.raises(EndpointUnavailable, match="solver local up"):
-        resume_endpoint(local_manifest(), None)
+        resume_endpoint(local_manifest(), None, None)
 
 
 def test_resume_of_a_configured_endpoint_keeps_its_url() -> None:
-    manifest = local_manifest()
-    manifest["endpoint"]["source"] = "configured"
-    assert resume_endpoint(manifest, "k").base_url == "http://127.0.0.1:41000/v1"
+    manifest = local_manifest().model_copy(update={"source": "configured"})
+    assert resume_endpoint(manifest, None, "k").base_url == "http://127.0.0.1:41000/v1"

@@ -11,6 +11,7 @@ from solver.evaluation.evaluate import Job, JobResult
 from solver.evaluation.output import results_json, results_markdown, score_line
 from solver.evaluation.scores import score_from_result, summarise
 from solver.problems.files import Problem
+from solver.records import GradeFacts
 from solver.report.html import render_html
 from solver.report.load import _evaluation, load_report
 from solver.report.markdown import render_markdown
@@ -65,7 +66,9 @@ def test_the_report_labels_ungraded_graders_and_an_ungraded_final_grade(
 ) -> None:
     loaded = load_report(finished_run)
     graders = [c for c in loaded.calls if c.phase == "evaluate"]
-    calls = [replace(c, facts={"score": None}) if c is graders[0] else c for c in loaded.calls]
+    calls = [
+        replace(c, facts=GradeFacts(score=None)) if c is graders[0] else c for c in loaded.calls
+    ]
     assert calls[loaded.calls.index(graders[0])].summary == "ungraded"
     evaluation = _evaluation(calls, RESULT)
     assert evaluation is not None
