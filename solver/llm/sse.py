@@ -19,25 +19,38 @@ SSEEvent = tuple[str | None, bytes]
 
 
 class SSEDecoder:
-    """Feed raw bytes, get complete ``(event name or None, data bytes)`` pairs."""
+    """Feed raw bytes, get complete ``(event name or None, data bytes)`` pairs.
 
-    __slots__ = ("_buffer",)
+    Linear in the bytes fed: a read that completes no event is only appended (an event of
+    many megabytes arrives in many reads; re-joining the buffer on each would be quadratic)."""
+
+    __slots__ = ("_cr", "_parts", "_size")
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._cr = False  # a trailing "\r" held back: it may be the first half of "\r\n"
 
     def feed(self, data: bytes) -> list[SSEEvent]:
-        buffer = self._buffer + data if self._buffer else data
-        if b"\r" in buffer:
-            # a trailing "\r" may be the first half of "\r\n": keep it for the next read
-            held = b"\r" if buffer.endswith(b"\r") else b""
-            body = buffer[:-1] if held else buffer
-            buffer = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n") + held
-        end = buffer.rfind(b"\n\n")
-        if end < 0:
-            self._buffer = buffer
+        if self._cr:
+            data, self._cr = b"\r" + data, False
+        if b"\r" in data:
+            if data.endswith(b"\r"):
+                data, self._cr = data[:-1], True
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if not data:
             return []
-        self._buffer = buffer[end + 2 :]
+        parts = self._parts
+        boundary = b"\n\n" in data or (parts and data[:1] == b"\n" and parts[-1][-1:] == b"\n")
+        if not boundary:
+            parts.append(data)
+            self._size += len(data)
+            return []
+        buffer = b"".join(parts) + data if parts else data
+        end = buffer.rfind(b"\n\n")
+        rest = buffer[end + 2 :]
+        self._parts = [rest] if rest else []
+        self._size = len(rest)
         out: list[SSEEvent] = []
         for block in buffer[:end].split(b"\n\n"):
             # the fast path: one "data: ..." line, which is nearly every chunk of every server
@@ -52,7 +65,8 @@ class SSEDecoder:
     def close(self) -> list[SSEEvent]:
         """At EOF: an unterminated last event is still delivered (lenient, some servers end
         with ``data: [DONE]\\n``)."""
-        rest, self._buffer = self._buffer.replace(b"\r", b"\n").strip(b"\n"), b""
+        rest = b"".join(self._parts).strip(b"\n")
+        self._parts, self._size, self._cr = [], 0, False
         if not rest:
             return []
         return [e for b in rest.split(b"\n\n") if (e := _parse_block(b)) is not None]
@@ -60,7 +74,7 @@ class SSEDecoder:
     @property
     def pending(self) -> int:
         """Bytes held back waiting for the end of an event."""
-        return len(self._buffer)
+        return self._size
 
 
 def _parse_block(block: bytes) -> SSEEvent | None:
