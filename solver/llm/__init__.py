@@ -5,6 +5,7 @@ The public surface is re-exported here; implementation modules are not part of i
 
 from solver.llm.client import ModelClient
 from solver.llm.codec import (
+    PATHS,
     StreamDecoder,
     decode_body,
     decode_stream,
@@ -50,6 +51,7 @@ from solver.llm.events import (
     Usage,
 )
 from solver.llm.fold import Folder, fold_events
+from solver.llm.normalize import RUNAWAY_WHITESPACE
 from solver.llm.probe import estimate_prompt_tokens, parse_server_info
 from solver.llm.types import (
     AttemptEnd,
@@ -62,8 +64,11 @@ from solver.llm.types import (
     RetryPolicy,
     ServerInfo,
 )
+from solver.llm.upstream import redact, request_headers, retry_after_seconds, retryable_status
 
 __all__ = [
+    "PATHS",
+    "RUNAWAY_WHITESPACE",
     "Api",
     "AttemptEnd",
     "AttemptObserver",
@@ -115,6 +120,10 @@ __all__ = [
     "estimate_prompt_tokens",
     "fold_events",
     "parse_server_info",
+    "redact",
     "request_from_params",
+    "request_headers",
     "request_params",
+    "retry_after_seconds",
+    "retryable_status",
 ]

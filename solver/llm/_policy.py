@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
-from datetime import UTC
-from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,14 +22,12 @@ from solver.llm.errors import (
     HostNotAllowed,
     HTTPStatusError,
     TransportError,
-    redact,
 )
 from solver.llm.types import RetryPolicy
+from solver.llm.upstream import redact, retry_after_seconds, retryable_status
 
 __all__ = ["AllowList", "Wait", "host_port", "retry_after_seconds", "retrying", "status_error"]
 
-# below 500 only these say "ask again later"; every 5xx does too, except 501 (not implemented)
-_RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 _CONTEXT_ERROR = re.compile(
     r"context.length|maximum context|context size|context window|too many tokens|"
     r"exceed_context|prompt is too long",
@@ -65,23 +60,6 @@ class AllowList(httpx.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
-    """Seconds to wait from a Retry-After header: delay-seconds or an HTTP date."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None  # unreadable: our own backoff applies
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 class Wait:
@@ -123,7 +101,7 @@ def status_error(
         status=status,
         body_excerpt=excerpt,
         retry_after=retry_after_seconds(headers.get("retry-after")),
-        retryable=status in _RETRYABLE_STATUS or (status >= 500 and status != 501),
+        retryable=retryable_status(status),
         request_id=request_id,
         url=url,
     )

@@ -34,7 +34,6 @@ from solver.llm.errors import (
     StreamProtocolError,
     TotalTimeout,
     TransportError,
-    redact,
 )
 from solver.llm.events import (
     Completion,
@@ -55,6 +54,7 @@ from solver.llm.types import (
     RetryPolicy,
     ServerInfo,
 )
+from solver.llm.upstream import redact, request_headers
 
 __all__ = ["ModelClient"]
 
@@ -127,20 +127,7 @@ class ModelClient:
         return self._http
 
     def _headers(self, request_id: str, *, stream: bool) -> dict[str, str]:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream" if stream else "application/json",
-            "Accept-Encoding": "identity",  # raw bytes on the wire == bytes decoded
-            "X-Request-ID": request_id,
-        }
-        key = self.endpoint.api_key
-        if self.endpoint.api == "anthropic":
-            headers["anthropic-version"] = "2023-06-01"
-            if key:
-                headers["x-api-key"] = key
-        elif key:
-            headers["Authorization"] = f"Bearer {key}"
-        return headers
+        return request_headers(self.endpoint.api, self.endpoint.api_key, request_id, stream=stream)
 
     def _tracer(
         self, observer: AttemptObserver | None

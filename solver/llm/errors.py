@@ -16,14 +16,32 @@
     ├── HostNotAllowed                   a request or connection outside the allow-list
     └── UnsupportedRequest               the request uses a feature the protocol cannot carry
 
-Messages never contain API keys: :func:`redact` is applied to every text that came from the
-network before it is put into an error. The tree joins the project's (:mod:`solver.errors`):
-``TransportError`` is a ``SolverError`` and ``EndpointUnreachable`` an ``EndpointUnavailable``.
+Messages never contain API keys: :func:`solver.llm.upstream.redact` is applied to every text
+that came from the network before it is put into an error. The tree joins the project's
+(:mod:`solver.errors`): ``TransportError`` is a ``SolverError`` and ``EndpointUnreachable`` an
+``EndpointUnavailable``.
 """
 
 from __future__ import annotations
 
 from solver.errors import EndpointUnavailable, SolverError
+from solver.llm.upstream import redact
+
+__all__ = [
+    "ContextLengthExceeded",
+    "DeadlineExceeded",
+    "EndpointUnreachable",
+    "FirstByteTimeout",
+    "HTTPStatusError",
+    "HostNotAllowed",
+    "IdleTimeout",
+    "ProbeTimeout",
+    "StreamProtocolError",
+    "TotalTimeout",
+    "TransportError",
+    "UnsupportedRequest",
+    "redact",
+]
 
 
 class TransportError(SolverError):
@@ -127,10 +145,3 @@ class HostNotAllowed(TransportError):
 
 class UnsupportedRequest(TransportError, ValueError):
     kind = "unsupported_request"
-
-
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` masked."""
-    if secret and secret in text:
-        return text.replace(secret, "***")
-    return text

@@ -7,10 +7,12 @@ import os
 import time
 from pathlib import Path
 
+from solver.llm import redact
+
 from ._config import Provider, ProxyConfig, ProxyConfigError
 from ._metrics import Metrics
 from ._telemetry import RequestRecord, TelemetryWriter
-from ._upstream import UpstreamClients, redact
+from ._upstream import UpstreamClients
 
 
 class Breaker:

@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import Iterable
 from dataclasses import replace
 
 import httpx
 import orjson
 
-from solver.llm.codec import PATHS, encode_request
-from solver.llm.errors import UnsupportedRequest
-from solver.llm.events import Request
+from solver.llm import (
+    PATHS,
+    Request,
+    UnsupportedRequest,
+    encode_request,
+    redact,
+    request_headers,
+    retry_after_seconds,
+    retryable_status,
+)
 
 from . import _signature, _toolids
 from ._config import Deadlines, Provider
@@ -99,39 +105,8 @@ def encode(provider: Provider, request: Request) -> bytes:
         raise FrontError(400, f"cannot encode the request for {provider.api}: {exc}") from None
 
 
-def headers(provider: Provider, request_id: str) -> dict[str, str]:
-    out = {
-        "content-type": "application/json",
-        "accept": "text/event-stream",
-        "accept-encoding": "identity",
-        "x-request-id": request_id,
-    }
-    key = provider.api_key()
-    if provider.api == "anthropic":
-        out["anthropic-version"] = "2023-06-01"
-        if key:
-            out["x-api-key"] = key
-    elif key:
-        out["authorization"] = f"Bearer {key}"
-    return out
-
-
-_PARTIAL_MIN = 8  # a cut-off key tail shorter than this says nothing about the key
-
-
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret replaced by ``***``, including a key cut off at the end of a
-    truncated message. The one filter every upstream-provided message passes before it is
-    shown to a client or stored (an upstream may echo the key it refused)."""
-    for secret in secrets:
-        if not secret:
-            continue
-        text = text.replace(secret, "***")
-        for size in range(min(len(secret) - 1, len(text)), _PARTIAL_MIN - 1, -1):
-            if text.endswith(secret[:size]):
-                text = text[:-size] + "***"
-                break
-    return text
+def headers(provider: Provider, request_id: str, *, stream: bool = True) -> dict[str, str]:
+    return request_headers(provider.api, provider.api_key(), request_id, stream=stream)
 
 
 def url(provider: Provider) -> str:
@@ -153,27 +128,23 @@ def _message_of(body: bytes) -> str:
 
 
 async def status_failure(response: Http1Response, provider: Provider) -> TurnFailure:
-    """A non-2xx upstream answer as a failure; 408/409/429 and 5xx may succeed elsewhere."""
+    """A non-2xx upstream answer as a failure; what may succeed elsewhere is the client's
+    rule (:func:`solver.llm.retryable_status`)."""
     try:
         body = await response.aread(_ERROR_BODY_LIMIT)
     except Http1Error:
         body = b""
     message = redact(_message_of(body) or response.reason_phrase, [provider.api_key()])
     status = response.status_code
-    retryable = status in (408, 409, 429) or (status >= 500 and status != 501)
     return TurnFailure(
         kind="rate_limited" if status == 429 else "upstream_status",
         message=f"upstream {provider.name} answered {status}: {message}",
         status=status,
-        retryable=retryable,
-        retry_after=_seconds(response.headers.get("retry-after", "")),
+        retryable=retryable_status(status),
+        retry_after=_bounded(retry_after_seconds(response.headers.get("retry-after"))),
     )
 
 
-def _seconds(value: str) -> float | None:
-    """``Retry-After`` in seconds (the HTTP-date form is rare from model servers: ignored)."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        return None
-    return seconds if 0 <= seconds <= 3600 else None
+def _bounded(seconds: float | None) -> float | None:
+    """A wait the breaker can honour: an hour or less (a later date is not a cool-down)."""
+    return seconds if seconds is not None and seconds <= 3600 else None

@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from solver.llm import redact
 from solver.proxy import Provider, ProxyConfig, ProxyServer
-from solver.proxy._upstream import redact
 from solver.testing import fake_wire
 from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
 
