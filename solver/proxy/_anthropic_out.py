@@ -54,7 +54,7 @@ def failure_status(failure: TurnFailure) -> int:
 
 _BROKEN_STREAM = {
     "truncated", "eof_without_finish", "malformed", "abort", "tool_call_lost",
-    "tool_args_interleaved", "tool_args_runaway", "upstream_error",
+    "tool_args_interleaved", "runaway_arguments", "upstream_error",
 }  # fmt: skip
 
 

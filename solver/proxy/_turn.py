@@ -1,28 +1,27 @@
 """Canonical stream events -> one strictly sequential sequence of output blocks.
 
-Every front emitter (Anthropic, Responses, Chat) renders the same block sequence, so the
-catalogue rules of research/stream-edge-cases.md live here once:
+Every front emitter (Anthropic, Responses, Chat) renders the same block sequence. The events
+come from :class:`solver.llm.StreamDecoder`, whose normaliser already guarantees one terminal
+event, last (a sticky finish, usage before it, E01-E10), the ``stop``/``tool_calls`` repairs
+(b3, E32), the reasoning promotion (E22), abort and error finishes as errors (E19) and the
+whitespace runaway (E33); those rules are not applied twice. What is left is what only the
+block view needs (codes in docs/stream-cases.md):
 
 - blocks are strictly sequential: open, deltas, close; a different kind closes the open block
   (E25, E34); empty payloads never open a block (E13, E14);
 - tool calls are keyed by the upstream index and start only once id and name are known (E28);
   one tool streams live, parallel ones are released whole at the finish in index order (E29);
-  the first non-empty id and name stick (E47);
-- the finish is sticky: a second finish or anything after it only merges usage (E01-E03, E10);
-- usage is a cumulative report, never a terminal (E16);
-- ``stop`` with a streamed tool call means ``tool_calls`` (b.3); ``tool_calls`` with no call is
-  downgraded to ``stop`` when text exists, else it is an error (E32); ``abort`` and ``error`` are
-  failures, never a success (E19, E36); no finish at all is a failure (E07);
-- a ``stop`` with reasoning only is promoted to text (E22).
+  the first non-empty id and name stick (E47); a tool call that never got a name is dropped,
+  and a ``tool_calls`` finish left with no named call is downgraded or fails (E32).
 
-The normaliser never invents model output: a failure is reported as such.
+The turn never invents model output: a failure is reported as such.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, cast
 
 from solver.llm.events import (
     Finish,
@@ -36,7 +35,6 @@ from solver.llm.events import (
 )
 
 BlockKind = Literal["thinking", "text", "tool"]
-WHITESPACE_RUNAWAY = 500
 EndReason = Literal["stop", "length", "tool_calls", "content_filter"]
 
 
@@ -86,10 +84,9 @@ class TurnSink(Protocol):
 
 
 class _Tool:
-    __slots__ = ("args", "blank_run", "block", "id", "late", "name")
+    __slots__ = ("args", "block", "id", "late", "name")
 
     def __init__(self) -> None:
-        self.blank_run = 0
         self.id = ""
         self.name = ""
         self.args: list[str] = []
@@ -129,48 +126,32 @@ class TurnState:
         self.usage = Usage()
         self.cases: set[str] = set()
         self.output_started = False
-        self.saw_event = False
 
     # ------------------------------------------------------------ feeding
 
     def feed(self, event: StreamEvent) -> None:
-        self.saw_event = True
+        """One event of a normalised stream (nothing follows its terminal event)."""
         if isinstance(event, TextDelta | ReasoningDelta):
-            if not event.text:
-                return
-            if self._finish is not None or self.failure is not None:
-                self.cases.add("E10_after_finish")
-                return
-            self._append("text" if isinstance(event, TextDelta) else "thinking", event.text)
+            if event.text:
+                self._append("text" if isinstance(event, TextDelta) else "thinking", event.text)
         elif isinstance(event, ToolCallDelta):
-            if self._finish is not None or self.failure is not None:
-                self.cases.add("E10_after_finish")
-                return
             self._tool_delta(event)
         elif isinstance(event, Usage):
-            if self._finish is not None:
-                self.cases.add("E01_usage_after_finish")
             self.usage = merge_usage(self.usage, event)
         elif isinstance(event, Finish):
-            if self._finish is None:
-                self._finish = event
-            else:
-                self.cases.add("E03_duplicate_finish")
+            self._finish = event
         elif isinstance(event, ReasoningSignature):
             if self._open is not None and self._open.kind == "thinking":
                 self._open.signature = event.signature
             else:
                 self.cases.add("signature_without_thinking")
-        elif isinstance(event, StreamError):
-            if self.failure is None and self._finish is None:
-                self.failure = TurnFailure(
-                    kind=event.kind,
-                    message=event.message,
-                    status=event.status,
-                    retryable=event.retryable,
-                )
-            elif self._finish is not None:
-                self.cases.add("E06_error_after_finish")
+        elif isinstance(event, StreamError) and self.failure is None:
+            self.failure = TurnFailure(
+                kind=event.kind,
+                message=event.message,
+                status=event.status,
+                retryable=event.retryable,
+            )
 
     def _append(self, kind: BlockKind, text: str) -> None:
         block = self._open
@@ -212,8 +193,6 @@ class TurnState:
             if tool.block is None and not (tool.id and tool.name):
                 self.cases.add("E28_late_tool_id")
             tool.args.append(event.arguments)
-            if self._runaway(tool, event.arguments):
-                return
         if tool.block is not None:
             if not event.arguments:
                 return
@@ -228,24 +207,6 @@ class TurnState:
             if open_block is not None:
                 self._close(open_block)
             self._start_tool(tool, event.index)
-
-    def _runaway(self, tool: _Tool, fragment: str) -> bool:
-        """E33: a degenerate model can emit whitespace into tool arguments until max_tokens.
-        Past ``WHITESPACE_RUNAWAY`` blank characters in a row the turn fails at once, so the
-        client retries instead of waiting minutes for a call it cannot use."""
-        stripped = fragment.rstrip()
-        if stripped:
-            tool.blank_run = len(fragment) - len(stripped)
-        else:
-            tool.blank_run += len(fragment)
-        if tool.blank_run <= WHITESPACE_RUNAWAY:
-            return False
-        self.cases.add("E33_whitespace_runaway")
-        self.failure = TurnFailure(
-            "tool_args_runaway", "the model emitted endless whitespace into tool arguments",
-            retryable=True,
-        )  # fmt: skip
-        return True
 
     def _start_tool(self, tool: _Tool, upstream_index: int) -> None:
         if not tool.id:
@@ -268,44 +229,26 @@ class TurnState:
         if self.failure is not None:
             return self.failure
         finish = self._finish
-        if finish is None:
+        if finish is None:  # the decoder always ends with a terminal: a guard, not a case
             self.failure = TurnFailure(
                 "truncated",
                 "upstream stream ended before a finish reason",
                 retryable=not self.output_started,
             )
-            self.cases.add("E07_truncated")
-            return self.failure
-        if finish.reason == "abort":
-            self.cases.add("E19_abort")
-            self.failure = TurnFailure("abort", "upstream aborted the generation", status=503)
-            return self.failure
-        if finish.reason == "error":
-            self.failure = TurnFailure("upstream_error", finish.raw_reason or "upstream error")
             return self.failure
         named = [i for i in sorted(self._tools) if self._tools[i].name]
         if len(named) < len(self._tools):
             self.cases.add("E32_nameless_tool_dropped")
-        reason: EndReason = finish.reason
-        has_text = any(b.kind == "text" for b in self.blocks)
-        if reason == "stop" and named:
-            reason = "tool_calls"
-            self.cases.add("b3_stop_with_tool")
-        if reason == "tool_calls" and not named:
-            if has_text:
+        # the decoder mapped abort and error finishes to errors: what is left ends a turn
+        reason = cast(EndReason, finish.reason)
+        if reason == "tool_calls" and not named:  # the only calls had no name (dropped)
+            if any(b.kind == "text" for b in self.blocks):
                 reason = "stop"
-                self.cases.add("E32_tool_finish_downgraded")
             else:
-                self.cases.add("E32_tool_call_lost")
                 self.failure = TurnFailure(
                     "tool_call_lost", "upstream reported a tool call but sent none", retryable=True
                 )
                 return self.failure
-        if reason == "stop" and not has_text and not named:
-            reasoning = "".join(b.text for b in self.blocks if b.kind == "thinking")
-            if reasoning:
-                self.cases.add("E22_reasoning_promoted")
-                self._append("text", reasoning)
         if self._open is not None:
             self._close(self._open)
         for index in named:
