@@ -26,6 +26,7 @@ import asyncio
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -63,8 +64,8 @@ class _Connection(asyncio.Protocol):
     # asyncio callbacks
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport (uvloop's is not an asyncio.Transport subclass, hence no check)
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         response = self.response
