@@ -60,6 +60,7 @@ def _config_errors(command: Callable[P, R]) -> Callable[P, R]:
               help="SQLite telemetry file [proxy-telemetry.sqlite].")  # fmt: skip
 @click.option("--store-bodies", is_flag=True, default=None,
               help="Also keep each request body in the telemetry (off by default).")  # fmt: skip
+@click.option("--quiet", is_flag=True, help="Print no line per request on stderr.")
 @click.pass_context
 @reports_errors
 @_config_errors
@@ -73,6 +74,7 @@ def group(
     port: int | None,
     telemetry: Path | None,
     store_bodies: bool | None,
+    quiet: bool,
 ) -> None:
     """Bridge Anthropic Messages, OpenAI Responses and Chat Completions clients to any of those
     upstreams. With no subcommand, serve until Ctrl-C."""
@@ -109,7 +111,8 @@ def group(
     names = ", ".join(f"{p.name} ({p.api} {p.base_url})" for p in config.providers)
     click.echo(f"proxy on http://{config.host}:{config.port}  providers: {names}", err=True)
     try:
-        serve(config)  # uvicorn shuts down gracefully, then re-raises the signal it caught
+        # uvicorn shuts down gracefully, then re-raises the signal it caught
+        serve(config, quiet=quiet)
     except KeyboardInterrupt:
         click.echo("proxy stopped", err=True)
         sys.exit(EXIT_INTERRUPTED)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 import threading
 from types import TracebackType
+from typing import TextIO
 
 import uvicorn
 from starlette.applications import Starlette
@@ -29,16 +31,21 @@ def _uvicorn_config(app: Starlette, host: str, port: int) -> uvicorn.Config:
     )
 
 
-def serve(config: ProxyConfig) -> None:
-    """Serve until interrupted (Ctrl-C / SIGTERM)."""
+def serve(config: ProxyConfig, *, quiet: bool = False) -> None:
+    """Serve until interrupted (Ctrl-C / SIGTERM), one line per request on stderr unless
+    ``quiet``."""
     check_binding(config)
-    uvicorn.Server(_uvicorn_config(build_app(config), config.host, config.port)).run()
+    app = build_app(config)
+    state: ProxyState = app.state.proxy
+    state.request_log = None if quiet else sys.stderr
+    uvicorn.Server(_uvicorn_config(app, config.host, config.port)).run()
 
 
 class ProxyServer:
     """The proxy on a free (or given) port in a daemon thread; ``url`` once entered."""
 
-    def __init__(self, config: ProxyConfig) -> None:
+    def __init__(self, config: ProxyConfig, *, request_log: TextIO | None = None) -> None:
+        """``request_log``: where the one line per request goes (nowhere by default)."""
         check_binding(config)
         self.config = config
         # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on sockets that say so, and
@@ -50,6 +57,7 @@ class ProxyServer:
         self.url = f"http://{config.host}:{self.port}"
         self.app = build_app(config)
         self.state: ProxyState = self.app.state.proxy
+        self.state.request_log = request_log
         self._server = uvicorn.Server(_uvicorn_config(self.app, config.host, self.port))
         self._thread = threading.Thread(target=self._run, name="proxy-server", daemon=True)
 
