@@ -146,8 +146,12 @@ class Exchange:
 
     # ------------------------------------------------------------ output
 
-    async def _json(self, status: int, body: dict[str, Any]) -> None:
+    async def _json(
+        self, status: int, body: dict[str, Any], retry_after: float | None = None
+    ) -> None:
         headers = [(b"content-type", b"application/json"), *self._headers]
+        if retry_after is not None:
+            headers.append((b"retry-after", b"%d" % max(1, round(retry_after))))
         self._json_sent = True
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
         await self._send(
@@ -244,6 +248,21 @@ class Exchange:
         outcome: TurnEnd | TurnFailure | None = None
         turn: TurnState | None = None
         try:
+            down = self.state.breaker.all_down([p.name for p in providers])
+            if down is not None:
+                # every provider let its first-byte deadline pass moments ago: say so now
+                why, wait = down
+                self._cases.add("all_providers_down")
+                outcome = TurnFailure(
+                    "upstream_down",
+                    f"no provider for {self.fr.client_model!r} is answering ({why}); "
+                    f"retry in {wait:.0f}s",
+                    status=503,
+                    retryable=True,
+                    retry_after=wait,
+                )
+                providers = []
+                turn = self._new_turn()
             for number, provider in enumerate(providers):
                 if number:
                     self.state.metrics.failovers += 1
@@ -259,6 +278,8 @@ class Exchange:
                     self.state.breaker.success(provider.name)
                 elif outcome.retryable and not turn.output_started and not self._abort:
                     self.state.breaker.failure(provider.name, outcome.retry_after)
+                    if outcome.kind == "first_byte_timeout":
+                        self.state.breaker.down(provider.name, outcome.message)
                 again = (
                     isinstance(outcome, TurnFailure)
                     and outcome.retryable
@@ -453,7 +474,8 @@ class Exchange:
             record.http_status = 200
         else:
             status = self.front.failure_status(outcome)
-            await self._json(status, self.front.error_body(status, outcome.message))
+            body = self.front.error_body(status, outcome.message)
+            await self._json(status, body, outcome.retry_after if outcome.retryable else None)
 
     async def _refuse(self, status: int, message: str) -> None:
         """A request the chosen upstream cannot take (found while encoding it for that

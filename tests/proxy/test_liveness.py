@@ -174,3 +174,25 @@ def test_breaker_moves_a_failing_provider_to_the_back() -> None:
         for _ in range(3):
             assert ask("anthropic", proxy, stream=False, tools=False).text == "backup"
         assert len(fake.requests) == 1
+
+
+def test_a_dead_upstream_is_reported_at_once_to_the_next_requests() -> None:
+    """An agent retrying against an upstream that let its first-byte deadline pass gets the
+    reason at once, not one more full first-byte deadline per retry."""
+    reply = Reply(text="never", fault=Fault(prefill_delay=30))
+    with proxied(lambda _: reply, "chat", deadlines=FAST) as (fake, proxy):
+        with pytest.raises(openai.APIStatusError) as first:
+            ask("chat", proxy, stream=False, tools=False)
+        assert "first-byte deadline" in str(first.value)
+        for front in FRONTS:
+            with pytest.raises(ERRORS) as again:
+                ask(front, proxy, stream=True, tools=False)
+            assert _protocol_error(again.value)
+            assert "is answering" in str(again.value) and "first-byte deadline" in str(again.value)
+        response = httpx.post(
+            proxy.url + "/v1/chat/completions",
+            json={"model": "g", "messages": [{"role": "user", "content": "hi"}]},
+            timeout=BOUND,
+        )
+        assert response.status_code == 503 and int(response.headers["retry-after"]) >= 1
+        assert len(fake.requests) == 1  # none of the later requests reached the dead upstream
