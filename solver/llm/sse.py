@@ -46,20 +46,24 @@ class SSEDecoder:
             parts.append(data)
             self._size += len(data)
             return []
-        buffer = b"".join(parts) + data if parts else data
+        buffer = b"".join([*parts, data]) if parts else data
         end = buffer.rfind(b"\n\n")
         rest = buffer[end + 2 :]
         self._parts = [rest] if rest else []
         self._size = len(rest)
+        # blocks are cut out of the buffer by position: a block of megabytes is copied once
         out: list[SSEEvent] = []
-        for block in buffer[:end].split(b"\n\n"):
+        pos = 0
+        while pos < end:
+            stop = buffer.find(b"\n\n", pos, end + 2)
             # the fast path: one "data: ..." line, which is nearly every chunk of every server
-            if block.startswith(b"data: ") and b"\n" not in block:
-                out.append((None, block[6:]))
-            elif block:
-                event = _parse_block(block)
+            if buffer.startswith(b"data: ", pos) and buffer.find(b"\n", pos, stop) < 0:
+                out.append((None, buffer[pos + 6 : stop]))
+            elif stop > pos:
+                event = _parse_block(buffer[pos:stop])
                 if event is not None:
                     out.append(event)
+            pos = stop + 2
         return out
 
     def close(self) -> list[SSEEvent]:
