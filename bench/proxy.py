@@ -2,6 +2,7 @@
 and through LiteLLM's proxy.
 
     python bench/proxy.py [--seconds 5] [--rounds 2] [--concurrency 1,64] [--no-litellm]
+                          [--large-event-mb 16]
 
 Every target is its own process; the client is this process. The upstream is a fake Chat
 Completions server (``--serve-fake``, asyncio) that streams 200 content events and a finish
@@ -10,6 +11,11 @@ Per cell (concurrency x target): closed-loop workers, each with its own httpx cl
 keep-alive connection; rounds alternate the target order; a window of ``--seconds`` is
 measured after a warm-up. Reported: time to first content (p50, p99; "added" = minus direct),
 SSE events received per second, and CPU of the target process per event (from /proc).
+
+The large-event row: ``--large-clients`` (8) workers stream ordinary answers through the proxy
+alone, then again while one more worker keeps asking for an answer that is one content event
+of ``--large-event-mb`` MB; the ordinary workers' time to first content is compared (a proxy
+that decodes the big event in quadratic time, or holds the loop while it does, shows here).
 
 LiteLLM runs from a throwaway venv (default <tempdir>/olys-bench-litellm, created and filled with
 ``pip install 'litellm[proxy]'`` on first use, never a project dependency) with
@@ -32,6 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 
@@ -44,6 +51,22 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 def _chunked(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _large_frames(megabytes: int) -> list[bytes]:
+    """One content event of ``megabytes`` MB, then the finish and [DONE], in 64 KiB chunks."""
+    head = {"id": "chatcmpl-big", "object": "chat.completion.chunk", "created": 0,
+            "model": "fake"}  # fmt: skip
+    text = "x" * (megabytes << 20)
+    choice = {"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}
+    finish = {"index": 0, "delta": {}, "finish_reason": "stop"}
+    body = (
+        b"data: " + json.dumps({**head, "choices": [choice]}).encode() + b"\n\n"
+        + b"data: " + json.dumps({**head, "choices": [finish]}).encode() + b"\n\n"
+        + b"data: [DONE]\n\n"
+    )  # fmt: skip
+    step = 1 << 16
+    return [_chunked(body[i : i + step]) for i in range(0, len(body), step)] + [b"0\r\n\r\n"]
 
 
 def _stream_frames() -> list[bytes]:
@@ -73,6 +96,7 @@ _BODY = json.dumps({
 
 class _FakeProtocol(asyncio.Protocol):
     frames = _stream_frames()
+    large: ClassVar[list[bytes]] = []  # set by --serve-fake from --large-event-mb
     stream_head = (
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
     )
@@ -110,7 +134,8 @@ class _FakeProtocol(asyncio.Protocol):
             return
         if b'"stream":true' in body.replace(b" ", b""):
             write(self.stream_head)
-            for frame in self.frames:  # one write per event, as a model server does
+            frames = self.large if b"LARGE-EVENT" in body else self.frames
+            for frame in frames:  # one write per event, as a model server does
                 if transport.is_closing():
                     return
                 write(frame)
@@ -119,7 +144,8 @@ class _FakeProtocol(asyncio.Protocol):
               b"\r\n\r\n%s" % (len(_BODY), _BODY))  # fmt: skip
 
 
-async def _serve_fake(port: int) -> None:
+async def _serve_fake(port: int, large_mb: int) -> None:
+    _FakeProtocol.large = _large_frames(large_mb)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(_FakeProtocol, "127.0.0.1", port)
     print("READY", flush=True)
@@ -227,19 +253,25 @@ async def _worker(url: str, body: bytes, headers: dict[str, str], window: tuple[
                     cell.ttft.append(first)
 
 
+def _body(prompt: str) -> bytes:
+    return json.dumps({"model": "fake", "stream": True, "max_tokens": 256,
+                       "messages": [{"role": "user", "content": prompt}]}).encode()  # fmt: skip
+
+
 async def _run_cell(url: str, pid: int | None, concurrency: int, seconds: float,
-                    headers: dict[str, str]) -> Cell:  # fmt: skip
-    body = json.dumps({"model": "fake", "stream": True, "max_tokens": 256,
-                       "messages": [{"role": "user", "content": "hi"}]}).encode()  # fmt: skip
+                    headers: dict[str, str], large: Cell | None = None) -> Cell:  # fmt: skip
+    """``large``: also run one worker asking for the large event, counted there."""
+    body = _body("hi")
     cell = Cell()
     settle = 1.0
     begin = time.perf_counter()
     window = (begin + settle, begin + settle + seconds)
     loop = asyncio.get_running_loop()
     cpu_task = loop.create_task(_cpu_window(pid, window, cell))
-    await asyncio.gather(*(
-        _worker(url, body, headers, window, window[1], cell) for _ in range(concurrency)
-    ))  # fmt: skip
+    workers = [_worker(url, body, headers, window, window[1], cell) for _ in range(concurrency)]
+    if large is not None:
+        workers.append(_worker(url, _body("LARGE-EVENT"), headers, window, window[1], large))
+    await asyncio.gather(*workers)
     await cpu_task
     cell.seconds = seconds
     return cell
@@ -267,18 +299,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--concurrency", default="1,64")
     parser.add_argument("--no-litellm", action="store_true")
+    parser.add_argument("--large-event-mb", type=int, default=16)
+    parser.add_argument("--large-clients", type=int, default=8)
     parser.add_argument(
         "--litellm-venv", type=Path, default=Path(tempfile.gettempdir()) / "olys-bench-litellm"
     )
     parser.add_argument("--serve-fake", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_fake is not None:
-        asyncio.run(_serve_fake(args.serve_fake))
+        asyncio.run(_serve_fake(args.serve_fake, args.large_event_mb))
         return 0
     processes: list[subprocess.Popen[bytes]] = []
     try:
         fake_port, proxy_port, litellm_port = _free_port(), _free_port(), _free_port()
-        fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(fake_port)],
+        fake = subprocess.Popen([sys.executable, __file__, "--serve-fake", str(fake_port),
+                                 "--large-event-mb", str(args.large_event_mb)],
                                 stdout=subprocess.PIPE)  # fmt: skip
         processes.append(fake)
         assert fake.stdout is not None and fake.stdout.readline().strip() == b"READY"
@@ -291,7 +326,10 @@ def main(argv: list[str] | None = None) -> int:
             f"serve(with_overrides(quick_config('{upstream}/v1', 'chat', host='127.0.0.1', "
             f"port={proxy_port}, upstream_model='fake'), telemetry=Path('{telemetry}')))"
         )
-        proxy = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT)
+        # the proxy prints one line per request on stderr, as `solver proxy` does: kept on (its
+        # cost is part of the proxy's), sent nowhere
+        proxy = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT,
+                                 stderr=subprocess.DEVNULL)  # fmt: skip
         processes.append(proxy)
         _wait_http(f"http://127.0.0.1:{proxy_port}/health")
         key = "sk-" + secrets.token_hex(32)
@@ -315,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
                     cell = asyncio.run(_run_cell(url, pid, concurrency, args.seconds, headers))
                     results.setdefault((concurrency, name), []).append(cell)
         _report(results, [t[0] for t in targets])
+        if args.large_event_mb:
+            proxy_url, proxy_pid = targets[1][1], targets[1][2]
+            _large_event_row(proxy_url, proxy_pid, args)
     finally:
         for process in reversed(processes):
             process.terminate()
@@ -353,6 +394,33 @@ def _report(results: dict[tuple[int, str], list[Cell]], names: list[str]) -> Non
             theirs = sum(c.events for c in results[(concurrency, "litellm")]) or 1
             print(f"c={concurrency}: proxy streams {ours / theirs:.1f}x LiteLLM's events/s")
     print("events = SSE events received; CPU/event = target process CPU in the window / events")
+
+
+def _large_event_row(url: str, pid: int | None, args: argparse.Namespace) -> None:
+    """The ordinary clients' time to first content through the proxy, alone and beside one
+    client streaming a ``--large-event-mb`` MB event (rounds alternate the order)."""
+    quiet: list[Cell] = []
+    loud: list[Cell] = []
+    large: list[Cell] = []
+    clients = args.large_clients
+    for round_number in range(args.rounds):
+        for with_large in (False, True) if round_number % 2 == 0 else (True, False):
+            big = Cell() if with_large else None
+            cell = asyncio.run(_run_cell(url, pid, clients, args.seconds, {}, big))
+            (loud if with_large else quiet).append(cell)
+            if big is not None:
+                large.append(big)
+    base = [t for c in quiet for t in c.ttft]
+    beside = [t for c in loud for t in c.ttft]
+    big_events = sum(c.requests for c in large)
+    print(f"\nlarge event ({args.large_event_mb} MB), {clients} ordinary clients via the proxy:")
+    print(f"{'':<22} {'reqs':>6} {'TTFT p50':>9} {'p99':>8}")
+    for name, cells, ttft in (("alone", quiet, base), ("beside the large event", loud, beside)):
+        print(f"{name:<22} {sum(c.requests for c in cells):>6} {_pct(ttft, 0.5):>7.2f}ms "
+              f"{_pct(ttft, 0.99):>6.2f}ms")  # fmt: skip
+    ratio = _pct(beside, 0.5) / _pct(base, 0.5)
+    print(f"p50 ratio beside/alone: {ratio:.2f}x; large answers completed: {big_events}, "
+          f"errors: {sum(c.errors for c in large)}")  # fmt: skip
 
 
 if __name__ == "__main__":
