@@ -1,4 +1,4 @@
-"""Turn what real servers send into correct canonical events (research §c, rules b.1-b.4).
+"""Turn what real servers send into correct canonical events (codes: docs/stream-cases.md).
 
 :class:`EventBuilder` holds the invariants every protocol decoder relies on:
 

@@ -1,6 +1,6 @@
 """One client request through the proxy: attempts over providers, liveness, the answer.
 
-Liveness (research e.2), all always on:
+Liveness, all always on (case codes: docs/stream-cases.md):
 
 - the upstream gets a first-byte deadline scaled by the prompt size (long prefill sends no
   byte, E38), then an idle deadline between reads (E09), and a wall-clock cap;
@@ -390,7 +390,7 @@ class Exchange:
             if self._abort:
                 raise _Abort() from None
             reason = self._attempt_abort or "total_timeout"
-            if reason == "finish_grace":  # a finished answer whose tail never came (E06)
+            if reason == "finish_grace":  # a finished answer whose tail never came: complete
                 self._deliver(decoder.close(), turn)
             else:
                 retryable = reason != "total_timeout"

@@ -1,4 +1,4 @@
-"""The stream edge-case catalogue (research/stream-edge-cases.md §c) as raw byte streams.
+"""The stream edge-case catalogue (codes in docs/stream-cases.md) as raw byte streams.
 
 Each :class:`Case` is the exact bytes a server sent and what the canonical result must be.
 Cases that concern emitters towards clients (E10, E25, E34, E39, E45-E46 emit side, E49, E50)

@@ -1,4 +1,4 @@
-"""The stream edge-case catalogue (research/stream-edge-cases.md §c) replayed byte for byte by
+"""The stream edge-case catalogue (codes in docs/stream-cases.md) replayed byte for byte by
 the fake upstream, read through every front by its real SDK to the end."""
 
 from __future__ import annotations
