@@ -28,7 +28,6 @@ class StreamResult:
     reasoning: str = ""
     tool_calls: list[ToolCallAccumulator] = field(default_factory=list)
     finish_reason: str | None = None
-    saw_done: bool = False
     usage: dict[str, Any] | None = None
     status: int | None = None
     error: str | None = None
@@ -79,7 +78,6 @@ async def stream_chat(
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
-                    result.saw_done = True
                     break
                 _fold(result, data, time.perf_counter())
     except httpx.HTTPError as exc:
