@@ -3,6 +3,7 @@
 The public surface is re-exported here; implementation modules are not part of it.
 """
 
+from solver.llm._watchdog import Watchdog
 from solver.llm.client import ModelClient
 from solver.llm.codec import (
     PATHS,
@@ -114,6 +115,7 @@ __all__ = [
     "TransportError",
     "UnsupportedRequest",
     "Usage",
+    "Watchdog",
     "decode_body",
     "decode_stream",
     "encode_request",

@@ -88,6 +88,20 @@ class Watchdog:
     def stop(self) -> None:
         self._handle.cancel()
 
+    @property
+    def due(self) -> float:
+        """Loop time at which the current deadline passes (callers that keep a stream alive
+        with pings stop pinging then)."""
+        return self._due()
+
+    def expire(self, reason: str) -> None:
+        """End the attempt now for a reason of the caller's (a client that went away): the
+        reading task is cancelled and :meth:`claim` returns ``reason``."""
+        if self.fired is None:
+            self.fired = reason
+            self._handle.cancel()
+            self._task.cancel()
+
     def claim(self) -> str | None:
         """After a CancelledError: the deadline that caused it, or None when the cancellation
         came from elsewhere (then it must propagate)."""

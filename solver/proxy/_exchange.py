@@ -13,8 +13,9 @@ Liveness, all always on (case codes: docs/stream-cases.md):
 - a client disconnect closes the upstream response at once, freeing the model's slot (E40);
 - failover to the next provider happens only while no model output reached the client.
 
-The deadlines are enforced by one watchdog task per request that reschedules the reader's
-``asyncio.timeout`` scope, so the per-chunk path costs a float store, not a timer.
+The upstream deadlines of an attempt are the model client's :class:`solver.llm.Watchdog` (one
+timer that re-arms itself; the per-chunk path costs a float store); a heartbeat task per
+streamed request opens the stream and sends the keepalives.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any
 
 from starlette.types import Receive, Send
 
-from solver.llm.codec import StreamDecoder
-from solver.llm.events import ReasoningSignature, StreamEvent, Usage
+from solver.llm import Deadlines as AttemptDeadlines
+from solver.llm import ReasoningSignature, StreamDecoder, StreamEvent, Usage, Watchdog
 from solver.llm.fold import split_orphan_think
 
 from . import _upstream
@@ -94,6 +95,13 @@ def _drain_later(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
     task.add_done_callback(_draining.discard)
 
 
+# the Watchdog's names for its deadlines -> the failure kinds of the proxy
+_DEADLINES = {
+    "first_byte": "first_byte_timeout",
+    "idle": "idle_timeout",
+    "total": "total_timeout",
+    "grace": "finish_grace",
+}
 _ABORT_MESSAGES = {
     "first_byte_timeout": "upstream sent no byte within the first-byte deadline",
     "idle_timeout": "upstream went silent past the idle deadline",
@@ -126,23 +134,14 @@ class Exchange:
         self.emitter: Emitter = front.emitter(fr, self._ident)
         self._writer = StreamWriter(send, response_headers, lambda: self.abort("client_cancel"))
         self._json_sent = False
-        self._scope: asyncio.Timeout | None = None
+        self._watch: Watchdog | None = None  # the deadlines of the attempt in flight
         self._abort = ""  # the client went away: ends everything
-        self._attempt_abort = ""  # an upstream deadline passed: ends this attempt only
         self._estimate = 0
         self._deadline = self._t0 + state.config.deadlines.max_wall
-        self._last_read = self._t0
-        self._first_read = False
-        self._first_byte_budget = 0.0
-        self._attempt_t0 = self._t0
         self._cases: set[str] = set(fr.cases)
         self._tool_names: dict[str, str] = {}
         self._split_think = False
         self._decoder: StreamDecoder | None = None
-        # set when a deadline moves earlier than the watchdog's wake-up (the first read ends
-        # the first-byte budget, a finish starts the grace): it re-evaluates at once
-        self._nudge = asyncio.Event()
-        self._graced = False
 
     # ------------------------------------------------------------ output
 
@@ -177,60 +176,40 @@ class Exchange:
     # ------------------------------------------------------------ liveness
 
     def abort(self, reason: str) -> None:
-        if reason == "client_cancel":
-            self._abort = reason
-        elif not self._attempt_abort:
-            self._attempt_abort = reason
-        if self._scope is not None and not self._scope.expired():
-            self._scope.reschedule(self._loop.time())
+        """The client went away: end the attempt in flight and everything after it."""
+        self._abort = reason
+        if self._watch is not None:
+            self._watch.expire(reason)
 
-    def _upstream_deadline(self) -> tuple[float, str]:
-        if not self._first_read:
-            due, reason = self._attempt_t0 + self._first_byte_budget, "first_byte_timeout"
-        elif self._decoder is not None and self._decoder.finish_pending:
-            # the answer is complete; only the usage tail or [DONE] may still come
-            limits = self.state.config.deadlines
-            due, reason = self._last_read + min(limits.idle, limits.finish_grace), "finish_grace"
-        else:
-            due, reason = self._last_read + self.state.config.deadlines.idle, "idle_timeout"
-        if self._deadline < due:
-            return self._deadline, "total_timeout"
-        return due, reason
-
-    async def _watchdog(self) -> None:
+    async def _heartbeat(self) -> None:
+        """A streamed request: open the client stream at ``open_after`` seconds of upstream
+        silence, then ping after ``keepalive`` seconds without a write, but only while the
+        upstream deadline of the attempt holds (E39: pings must not mask a dead upstream)."""
         limits = self.state.config.deadlines
+        writer = self._writer
         while not self.emitter.ended:
             now = self._loop.time()
-            due, reason = self._upstream_deadline()
-            if now >= due:
-                if self._scope is not None and not self._attempt_abort:
-                    self.abort(reason)
-                await asyncio.sleep(0.05)  # the next attempt (failover) sets new deadlines
-                continue
-            wake = due
-            if self.fr.stream:
-                if not self.emitter.started:
-                    open_at = self._t0 + limits.open_after
-                    if now >= open_at:
-                        self._commit()
-                        self._writer.push(self.emitter.take())
-                    else:
-                        wake = min(wake, open_at)
-                if self.emitter.started:
-                    writer = self._writer
-                    ping_at = writer.last_write + limits.keepalive
-                    if now >= ping_at and writer.idle:
+            wake = now + limits.keepalive
+            if not self.emitter.started:
+                open_at = self._t0 + limits.open_after
+                if now >= open_at:
+                    self._commit()
+                    writer.push(self.emitter.take())
+                else:
+                    wake = open_at
+            if self.emitter.started:
+                ping_at = writer.last_write + limits.keepalive
+                watch = self._watch
+                if now >= ping_at:
+                    if writer.idle and watch is not None and now < watch.due:
                         writer.push(self.emitter.keepalive())
                         self.record.pings += 1
                         self.state.metrics.pings += 1
                         ping_at = now + limits.keepalive
-                    wake = min(wake, ping_at)
-            try:
-                async with asyncio.timeout(max(wake - self._loop.time(), 0.01)):
-                    await self._nudge.wait()
-            except TimeoutError:
-                pass
-            self._nudge.clear()
+                    else:
+                        ping_at = now + min(limits.keepalive, 0.05)  # look again soon
+                wake = min(wake, ping_at)
+            await asyncio.sleep(max(wake - self._loop.time(), 0.005))
 
     async def _listen(self) -> None:
         while True:
@@ -243,7 +222,7 @@ class Exchange:
 
     async def run(self, providers: list[Provider]) -> None:
         self._estimate = max(1, sum(len(m.plain_text()) for m in self.fr.request.messages) // 4)
-        watchdog = asyncio.create_task(self._watchdog())
+        heartbeat = asyncio.create_task(self._heartbeat()) if self.fr.stream else None
         listener = asyncio.create_task(self._listen())
         outcome: TurnEnd | TurnFailure | None = None
         turn: TurnState | None = None
@@ -298,7 +277,8 @@ class Exchange:
             self.record.status = "client_cancel"
             self._cases.add("E40_client_cancel")
         finally:
-            watchdog.cancel()
+            if heartbeat is not None:
+                heartbeat.cancel()
             listener.cancel()
             self._writer.cancel()
             self._finish_record(turn)
@@ -336,60 +316,63 @@ class Exchange:
         self._split_think = split is not False and bool(asked or (split and asked is not False))
         decoder = self._decoder = StreamDecoder(provider.api, reasoning=self._split_think or asked)
         limits = self.state.config.deadlines
-        self._attempt_t0 = self._loop.time()
-        self._first_read = False
-        self._graced = False
-        self._attempt_abort = ""
-        self._first_byte_budget = limits.first_byte_for(len(body) // 4)
         assert self.state.clients is not None
         pool = self.state.clients.pool(provider)
         headers = _upstream.headers(provider, self.record.request_id)
         response: Http1Response | None = None
+        if self._abort:
+            raise _Abort()
+        watch = self._watch = Watchdog(
+            AttemptDeadlines(
+                first_byte=limits.first_byte_for(len(body) // 4),
+                idle=limits.idle,
+                total=max(self._deadline - self._loop.time(), 0.0),
+            )
+        )
         try:
-            async with asyncio.timeout(None) as scope:
-                self._scope = scope
-                if self._abort:
-                    raise _Abort()
-                response = await pool.post(_upstream.url(provider), headers, body)
-                if response.status_code >= 400:
-                    return await _upstream.status_failure(response, provider)
-                content_type = response.headers.get("content-type", "")
-                if "text/event-stream" not in content_type:
-                    self._cases.add("E20_json_for_stream")
-                    data = await response.aread()
-                    self._first_read = True
-                    self._nudge.set()
-                    self._deliver(decoder.body(data), turn)
-                else:
-                    chunks = response.aiter_raw()
-                    async for raw in chunks:
-                        self._last_read = self._loop.time()
-                        if not self._first_read:
-                            self._first_read = True
-                            self._nudge.set()
-                        if not turn.output_started and len(raw) > _FIRST_SLICE:
-                            await self._first_output(raw, decoder, turn)
-                        else:
-                            events = decoder.feed(raw)
-                            if events and self._deliver(events, turn):
-                                await asyncio.sleep(0)  # let the writer send (see _writer)
-                                if self._writer.pressing:  # a slow client: stop reading
-                                    await self._writer.backpressure()
-                        if not self._graced and decoder.finish_pending:
-                            self._graced = True
-                            self._nudge.set()
-                        if turn.failure is not None and not decoder.finished:
-                            break  # the turn failed on its own (E33): stop the upstream now
-                        if decoder.finished:
-                            _drain_later(response, chunks)
-                            response = None
-                            break
+            response = await pool.post(_upstream.url(provider), headers, body)
+            if response.status_code >= 400:
+                return await _upstream.status_failure(response, provider)
+            content_type = response.headers.get("content-type", "")
+            if "text/event-stream" not in content_type:
+                self._cases.add("E20_json_for_stream")
+                data = await response.aread()
+                watch.body_started()
+                self._deliver(decoder.body(data), turn)
+            else:
+                chunks = response.aiter_raw()
+                graced = False
+                async for raw in chunks:
+                    if watch.last is None:
+                        watch.body_started()
                     else:
-                        self._deliver(decoder.close(), turn)
-        except TimeoutError:
-            if self._abort:
+                        watch.last = self._loop.time()
+                    if not turn.output_started and len(raw) > _FIRST_SLICE:
+                        await self._first_output(raw, decoder, turn)
+                    else:
+                        events = decoder.feed(raw)
+                        if events and self._deliver(events, turn):
+                            await asyncio.sleep(0)  # let the writer send (see _writer)
+                            if self._writer.pressing:  # a slow client: stop reading
+                                await self._writer.backpressure()
+                    if not graced and decoder.finish_pending:
+                        graced = True
+                        watch.finish_seen(limits.finish_grace)
+                    if turn.failure is not None and not decoder.finished:
+                        break  # the turn failed on its own (E33): stop the upstream now
+                    if decoder.finished:
+                        _drain_later(response, chunks)
+                        response = None
+                        break
+                else:
+                    self._deliver(decoder.close(), turn)
+        except asyncio.CancelledError:
+            fired = watch.claim()
+            if fired is None:
+                raise  # not ours: the server is shutting down
+            if fired == "client_cancel" or self._abort:
                 raise _Abort() from None
-            reason = self._attempt_abort or "total_timeout"
+            reason = _DEADLINES[fired]
             if reason == "finish_grace":  # a finished answer whose tail never came: complete
                 self._deliver(decoder.close(), turn)
             else:
@@ -401,7 +384,8 @@ class Exchange:
             message = self.state.redact(f"upstream {provider.name}: {exc}")[:300]
             self._deliver(decoder.fail(kind, message, retryable=True), turn)
         finally:
-            self._scope = None
+            watch.stop()
+            self._watch = None
             if response is not None:
                 await response.aclose()
             self._cases.update(decoder.cases)
