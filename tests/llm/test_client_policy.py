@@ -20,9 +20,13 @@ from solver.llm import (
     RetryPolicy,
     decode_stream,
     fold_events,
+    redact,
+    request_headers,
+    retry_after_seconds,
+    retryable_status,
 )
 from solver.llm._policy import Wait as _Wait
-from solver.llm._policy import retry_after_seconds, status_error
+from solver.llm._policy import status_error
 from solver.testing.fake_endpoint import FakeEndpoint, Reply
 from tests.llm.recorder import Recorder
 
@@ -121,6 +125,28 @@ def test_probe_reads_served_model_and_context() -> None:
                 return info.models, info.context_length
 
         assert asyncio.run(go()) == (("glm-4.6",), 8192)
+
+
+def test_one_rule_for_retryable_statuses() -> None:
+    statuses = (400, 401, 404, 408, 409, 425, 429, 500, 501, 503)
+    assert [s for s in statuses if retryable_status(s)] == [408, 409, 425, 429, 500, 503]
+
+
+def test_request_headers_per_protocol() -> None:
+    anthropic = request_headers("anthropic", "k1", "rid", stream=True)
+    assert anthropic["x-api-key"] == "k1" and "Authorization" not in anthropic
+    assert anthropic["Accept"] == "text/event-stream" and anthropic["X-Request-ID"] == "rid"
+    chat = request_headers("chat", "k2", "rid", stream=False)
+    assert chat["Authorization"] == "Bearer k2" and chat["Accept"] == "application/json"
+    assert "Authorization" not in request_headers("responses", None, "rid", stream=True)
+
+
+def test_redact_masks_whole_and_cut_off_keys() -> None:
+    key = "sk-" + "a1" * 20
+    assert redact(f"bad {key}!", key) == "bad ***!"
+    assert redact(f"echo {key[:15]}", [None, "", key]) == "echo ***"
+    assert redact("short sk-a1a1", key) == "short sk-a1a1"  # under 8 characters: no claim
+    assert redact("anything", None) == "anything"
 
 
 def test_retry_after_header_forms() -> None:
