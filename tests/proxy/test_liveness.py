@@ -196,3 +196,11 @@ def test_a_dead_upstream_is_reported_at_once_to_the_next_requests() -> None:
         )
         assert response.status_code == 503 and int(response.headers["retry-after"]) >= 1
         assert len(fake.requests) == 1  # none of the later requests reached the dead upstream
+
+
+def test_a_425_fails_over_like_the_model_client_retries_it() -> None:
+    """One rule for what may succeed elsewhere: the client retries 425, the proxy fails over."""
+    good = Reply(text="from the backup")
+    with proxied([Reply(fault=Fault(status=425))], "chat", second=[good]) as (fake, proxy):
+        assert ask("chat", proxy, stream=True, tools=False).text == "from the backup"
+        assert len(fake.requests) == 1
