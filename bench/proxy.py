@@ -35,6 +35,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,9 +259,25 @@ def _body(prompt: str) -> bytes:
                        "messages": [{"role": "user", "content": prompt}]}).encode()  # fmt: skip
 
 
+def _large_worker(url: str, stop: float, cell: Cell) -> None:
+    """Asks for the large event until ``stop``, in its own thread (a client of its own: the
+    measured clients must not share an event loop with a 16 MB read)."""
+    body = _body("LARGE-EVENT")
+    with httpx.Client(timeout=120, verify=_TLS) as client:
+        while time.perf_counter() < stop:
+            try:
+                with client.stream("POST", url, content=body) as response:
+                    for _ in response.iter_raw():
+                        pass
+            except httpx.HTTPError:
+                cell.errors += 1
+                continue
+            cell.requests += 1
+
+
 async def _run_cell(url: str, pid: int | None, concurrency: int, seconds: float,
                     headers: dict[str, str], large: Cell | None = None) -> Cell:  # fmt: skip
-    """``large``: also run one worker asking for the large event, counted there."""
+    """``large``: also run one client asking for the large event, counted there."""
     body = _body("hi")
     cell = Cell()
     settle = 1.0
@@ -269,9 +286,13 @@ async def _run_cell(url: str, pid: int | None, concurrency: int, seconds: float,
     loop = asyncio.get_running_loop()
     cpu_task = loop.create_task(_cpu_window(pid, window, cell))
     workers = [_worker(url, body, headers, window, window[1], cell) for _ in range(concurrency)]
+    thread = None
     if large is not None:
-        workers.append(_worker(url, _body("LARGE-EVENT"), headers, window, window[1], large))
+        thread = threading.Thread(target=_large_worker, args=(url, window[1], large))
+        thread.start()
     await asyncio.gather(*workers)
+    if thread is not None:
+        await asyncio.to_thread(thread.join)
     await cpu_task
     cell.seconds = seconds
     return cell
