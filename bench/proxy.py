@@ -12,10 +12,11 @@ keep-alive connection; rounds alternate the target order; a window of ``--second
 measured after a warm-up. Reported: time to first content (p50, p99; "added" = minus direct),
 SSE events received per second, and CPU of the target process per event (from /proc).
 
-The large-event row: ``--large-clients`` (8) workers stream ordinary answers through the proxy
-alone, then again while one more worker keeps asking for an answer that is one content event
-of ``--large-event-mb`` MB; the ordinary workers' time to first content is compared (a proxy
-that decodes the big event in quadratic time, or holds the loop while it does, shows here).
+The large-event rows: ``--large-clients`` (8) workers stream ordinary answers, alone and
+then while one more client (in its own thread) keeps asking for an answer that is one content
+event of ``--large-event-mb`` MB; their time to first content is compared, direct to the
+upstream (what the big event costs the machine and the client) and through the proxy (what it
+costs the proxy's other clients). ``--concurrency ""`` runs only these rows.
 
 LiteLLM runs from a throwaway venv (default <tempdir>/olys-bench-litellm, created and filled with
 ``pip install 'litellm[proxy]'`` on first use, never a project dependency) with
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                 targets.append(("litellm", f"http://127.0.0.1:{litellm_port}/v1/chat/completions",
                                 litellm.pid, {"authorization": f"Bearer {key}"}))  # fmt: skip
         results: dict[tuple[int, str], list[Cell]] = {}
-        for concurrency in [int(c) for c in args.concurrency.split(",")]:
+        for concurrency in [int(c) for c in args.concurrency.split(",") if c]:
             for _name, url, pid, headers in targets:  # warm-up
                 asyncio.run(_run_cell(url, pid, min(concurrency, 8), 1.0, headers))
             for round_number in range(args.rounds):
@@ -373,10 +374,12 @@ def main(argv: list[str] | None = None) -> int:
                 for name, url, pid, headers in order:
                     cell = asyncio.run(_run_cell(url, pid, concurrency, args.seconds, headers))
                     results.setdefault((concurrency, name), []).append(cell)
-        _report(results, [t[0] for t in targets])
+        if results:
+            _report(results, [t[0] for t in targets])
         if args.large_event_mb:
-            proxy_url, proxy_pid = targets[1][1], targets[1][2]
-            _large_event_row(proxy_url, proxy_pid, args)
+            # direct first: what the large event costs the machine and the client alone
+            for name, url, pid, _headers in targets[:2]:
+                _large_event_row(name, url, pid, args)
     finally:
         for process in reversed(processes):
             process.terminate()
@@ -417,8 +420,8 @@ def _report(results: dict[tuple[int, str], list[Cell]], names: list[str]) -> Non
     print("events = SSE events received; CPU/event = target process CPU in the window / events")
 
 
-def _large_event_row(url: str, pid: int | None, args: argparse.Namespace) -> None:
-    """The ordinary clients' time to first content through the proxy, alone and beside one
+def _large_event_row(target: str, url: str, pid: int | None, args: argparse.Namespace) -> None:
+    """The ordinary clients' time to first content via ``target``, alone and beside one
     client streaming a ``--large-event-mb`` MB event (rounds alternate the order)."""
     quiet: list[Cell] = []
     loud: list[Cell] = []
@@ -434,7 +437,7 @@ def _large_event_row(url: str, pid: int | None, args: argparse.Namespace) -> Non
     base = [t for c in quiet for t in c.ttft]
     beside = [t for c in loud for t in c.ttft]
     big_events = sum(c.requests for c in large)
-    print(f"\nlarge event ({args.large_event_mb} MB), {clients} ordinary clients via the proxy:")
+    print(f"\nlarge event ({args.large_event_mb} MB), {clients} ordinary clients, {target}:")
     print(f"{'':<22} {'reqs':>6} {'TTFT p50':>9} {'p99':>8}")
     for name, cells, ttft in (("alone", quiet, base), ("beside the large event", loud, beside)):
         print(f"{name:<22} {sum(c.requests for c in cells):>6} {_pct(ttft, 0.5):>7.2f}ms "
