@@ -52,7 +52,7 @@ def test_create_writes_a_canonical_masked_manifest_and_record_zero(tmp_path: Pat
         assert raw == canonical_json(json.loads(raw))
         assert b"sk-never-logged" not in raw
         assert store.manifest["config"]["api_key"] == "***"
-        assert store.manifest["format"] == "solver-run/1"
+        assert store.manifest["format"] == "solver-run/2"
         assert uuid.UUID(store.manifest["run_id"]).version == 7
         (first,) = list(store.records())
     assert first.type == "run.created" and first.seq == 0
@@ -232,7 +232,7 @@ def test_open_refuses_a_broken_chain_naming_the_seq(tmp_path: Path) -> None:
         list(RunReader(run.path).records())
     lines[2] = b"garbage\n"
     write_lines(run.path, lines)
-    with pytest.raises(CorruptionError, match="line 3 is not a record") as caught:
+    with pytest.raises(CorruptionError, match="line 2 is not a record") as caught:
         RunStore.open(run.path)
     assert caught.value.seq == 2
     with pytest.raises(CorruptionError, match="seq 2"):
