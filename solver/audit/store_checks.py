@@ -311,13 +311,18 @@ def check_final(ctx: AuditContext) -> list[Check]:
     return rows
 
 
-def _journal_named_by_result(path: Any) -> tuple[Any, Any] | None:
-    """(count, head) of final/result.json's ``journal``, or None when it has none."""
+def _result_of(path: Any) -> dict[str, Any]:
+    """final/result.json's content ({} when it is missing or not a JSON object)."""
     try:
         result = json.loads(path.read_bytes())
     except (OSError, ValueError):
-        return None
-    journal = result.get("journal") if isinstance(result, dict) else None
+        return {}
+    return result if isinstance(result, dict) else {}
+
+
+def _journal_named_by_result(path: Any) -> tuple[Any, Any] | None:
+    """(count, head) of final/result.json's ``journal``, or None when it has none."""
+    journal = _result_of(path).get("journal")
     if not isinstance(journal, dict):
         return None
     return journal.get("count"), journal.get("head")
@@ -335,6 +340,17 @@ def _final_binding_rows(
     named = _journal_named_by_result(result) if result.is_file() else None
     final = finished.data.get("final") if finished is not None else None
     bound = finished is not None and isinstance(final, dict) and "result.json" in final
+    outcome = _result_of(result).get("outcome") if bound else None
+    if bound and finished is not None and outcome != finished.data.get("outcome"):
+        rows.append(
+            Check(
+                name="final",
+                status="fail",
+                where="final/result.json",
+                detail=f"outcome {outcome!r}, but run.finished (seq {finished.seq}) records "
+                f"{finished.data.get('outcome')!r}",
+            )
+        )
     if bound and finished is not None and named != (finished.seq, finished.prev):
         rows.append(
             Check(
