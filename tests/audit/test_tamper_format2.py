@@ -6,6 +6,7 @@ attacker would, so the check under test is the one that has to notice."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import shutil
@@ -243,3 +244,29 @@ def test_blob_in_the_wrong_fan_out_folder_says_where_it_is(unsigned: Path) -> No
             f"blobs/sha256/{blob.name[:2]}/",
         )
     ]
+
+
+def test_without_a_key_the_run_s_own_key_checks_signatures_and_says_so(signed: Path) -> None:
+    rows = [c for c in audit_run(signed).checks if c.name in ("seals", "attestation")]
+    assert {c.status for c in rows} == {"warn"}
+    assert all("consistent with the key the run itself carries" in c.detail for c in rows)
+    path = signed / "attestation.intoto.jsonl"
+    envelope = json.loads(path.read_bytes())
+    signature = bytearray(base64.b64decode(envelope["signatures"][0]["sig"]))
+    signature[0] ^= 1
+    envelope["signatures"][0]["sig"] = base64.b64encode(bytes(signature)).decode()
+    path.write_bytes(canonical_json(envelope) + b"\n")
+    found = fails(audit_run(signed), "attestation")
+    assert len(found) == 1 and found[0][0] == "attestation.intoto.jsonl"
+    assert "not even the key the run itself carries signed it" in found[0][1]
+
+
+def test_url_safe_base64_envelopes_verify(signed: Path, keys: tuple[Path, Path]) -> None:
+    path = signed / "attestation.intoto.jsonl"
+    envelope = json.loads(path.read_bytes())
+    for holder, key in ((envelope, "payload"), (envelope["signatures"][0], "sig")):
+        raw = base64.b64decode(holder[key])
+        holder[key] = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    path.write_bytes(canonical_json(envelope) + b"\n")
+    report = audit_run(signed, public_key=keys[1])
+    assert [c.status for c in report.checks if c.name == "attestation"] == ["pass"]
