@@ -18,6 +18,10 @@ import orjson
 from solver.store._fs import canonical_json
 from solver.store.errors import StoreError
 
+# canonical_json's settings, built once: json.dumps makes a new encoder on every call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 RECORD_KEYS = frozenset({"data", "prev", "seq", "sess", "t", "type", "v"})
 
 
@@ -117,8 +121,8 @@ def parse_line(line: bytes) -> Record:
     value are refused and every verifier reads one line one way."""
     obj = _decode(line)
     try:
-        canonical = canonical_json(obj) == line
-    except StoreError:
+        canonical = _CANONICAL.encode(obj).encode("utf-8") == line
+    except (TypeError, ValueError):  # NaN or Infinity (read by the fallback parser)
         canonical = False
     if not canonical:
         # orjson reads integers beyond 64 bits as floats: the standard library decides.
