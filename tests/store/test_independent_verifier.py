@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -169,6 +170,32 @@ def render_from_page(run: Path, built: dict[str, object]) -> bytes:
     return canonical(messages)
 
 
+def page_float(value: float) -> str:
+    """The page's float form: shortest round-trip digits, plain decimal for 1e-5 <= |x| < 1e16,
+    else ``<digits>e<sign><exponent>`` without padding."""
+    digits = repr(value)  # Python's shortest round-trip digits
+    if value == 0 or 1e-5 <= abs(value) < 1e16:
+        return digits if "e" not in digits else format(Decimal(digits), "f")
+    mantissa, _, exponent = digits.partition("e")
+    return f"{mantissa}e{exponent[0]}{int(exponent[1:])}"
+
+
+def page_body_json(value: object) -> str:
+    """The page's body encoding: canonical JSON except for the float form it gives."""
+    if isinstance(value, float):
+        return page_float(value)
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return (
+            "{"
+            + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{page_body_json(v)}" for k, v in items)
+            + "}"
+        )
+    if isinstance(value, list):
+        return "[" + ",".join(page_body_json(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
 def body_from_page(api: str, messages: list[list[str]], params: dict[str, object]) -> bytes:
     body: dict[str, object] = {"model": params["model"], "stream": params["stream"]}
     optional = {"temperature": params["temperature"], "top_p": params["top_p"]}
@@ -222,7 +249,7 @@ def body_from_page(api: str, messages: list[list[str]], params: dict[str, object
     assert not params["tools"] and params["tool_choice"] is None  # the loop offers no tools
     for key, value in params["extra"]:  # type: ignore[attr-defined]
         body[key] = value
-    return canonical(body)
+    return page_body_json(body).encode()
 
 
 def page_loop_problems(run: Path) -> tuple[int, int, list[str]]:
@@ -287,3 +314,27 @@ def test_the_page_s_renderer_notices_a_prompt_made_from_other_inputs(tmp_path: P
     recorded = read_blob(run, first["messages"]["blob"])
     assert render_from_page(run, first) == recorded
     assert render_from_page(run, {**first, "inputs": other["inputs"]}) != recorded
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0, 0.00001, 2.5e-7, 1e-6, 0.000012, 1e16, 1.5e300])
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_the_page_s_float_form_is_the_encoder_s(api: str, temperature: float) -> None:
+    # The one place the page is checked against the project's code: its body encoder.
+    from solver.llm import Message, encode_request, request_from_params
+
+    params: dict[str, object] = {
+        "model": "m",
+        "max_tokens": 100,
+        "temperature": temperature,
+        "top_p": None,
+        "stop": [],
+        "seed": None,
+        "reasoning": None,
+        "tools": [],
+        "tool_choice": None,
+        "stream": True,
+        "extra": [["x_extra", {"b": temperature, "a": "é"}]],
+    }
+    messages = [["system", "S"], ["user", "U ∎"]]
+    request = request_from_params(tuple(Message.text(r, t) for r, t in messages), params)  # type: ignore[arg-type]
+    assert body_from_page(api, messages, params) == encode_request(api, request)  # type: ignore[arg-type]
