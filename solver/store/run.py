@@ -348,8 +348,10 @@ class RunStore:
             if (
                 self._key is not None
                 and self._attest is not None
-                and (self._attest_stale or self._appended)
+                and (self._attest_stale or self._appended or self._since_seal > 0)
             ):
+                # Also records a keyless writer appended after the attestation (a torn tail
+                # repaired by a resume without the key): sealed and attested now.
                 self._write_attestation(self._attest)
             elif self._key is not None and self._since_seal > 0:
                 self.seal()

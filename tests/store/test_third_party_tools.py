@@ -101,3 +101,17 @@ def test_a_resumed_finished_run_is_attested_again_by_the_same_tools(
     count = len((signed.path / "journal.jsonl").read_bytes().splitlines())
     names = [s["name"] for s in _statement(signed.path)["subject"]]
     assert f"journal.jsonl@{count}" in names
+
+
+def test_records_a_keyless_writer_appended_are_attested_by_the_next_keyed_one(
+    signed: BuiltRun, keys: Keys
+) -> None:
+    with (signed.path / "journal.jsonl").open("ab") as handle:
+        handle.write(b'{"torn')
+    RunStore.open(signed.path).close()  # repaired without the key: nothing signs the repair
+    report = audit_store(signed.path, keys.public)
+    assert [c.status for c in report.checks if c.name == "attestation"] == ["warn", "pass"]
+    RunStore.open(signed.path, signing_key=keys.private).close()
+    report = audit_store(signed.path, keys.public)
+    assert [c.status for c in report.checks if c.name == "attestation"] == ["pass"]
+    envelope_of(signed.path / "attestation.intoto.jsonl").verify([sslib_key(keys)], 1)
