@@ -55,7 +55,14 @@ from solver.store.manifest import (
     parse_manifest,
     prepare_manifest,
 )
-from solver.store.models import STORE_RECORD_TYPES, RunCreated, Seal, SealV2, TailTruncated
+from solver.store.models import (
+    STORE_RECORD_TYPES,
+    RunCreated,
+    Seal,
+    SealV2,
+    TailTruncated,
+    store_record_model,
+)
 
 MANIFEST_NAME = "MANIFEST.json"
 JOURNAL_NAME = "journal.jsonl"
@@ -234,6 +241,16 @@ class RunStore:
             first = scan.breaks[0]
             seq = first.seq if first.seq is not None else first.line
             raise CorruptionError(seq, f"journal.jsonl line {first.line}: {first.reason}")
+        for record in scan.records:
+            # A writer must not append to a journal whose store records it cannot read.
+            if record.type in STORE_RECORD_TYPES and (
+                store_record_model(record.type, record.v, self.format_version) is None
+            ):
+                raise CorruptionError(
+                    record.seq,
+                    f"{record.type} v{record.v} is not a version this solver reads "
+                    f"(format {self.manifest['format']})",
+                )
         fresh = not self._journal.exists()
         self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if fresh:
