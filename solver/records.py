@@ -338,7 +338,8 @@ def loop_records_schema() -> dict[str, Any]:
 
 # ---------------------------------------------------------------- the manifest
 
-MANIFEST_FORMAT: Literal["solver-run/1"] = "solver-run/1"
+# The format new runs are written in (docs/format.md); runs of format 1 still read.
+MANIFEST_FORMAT: Literal["solver-run/2"] = "solver-run/2"
 
 
 class _ManifestPart(BaseModel):
@@ -401,7 +402,7 @@ class Manifest(_ManifestPart):
     from a run's file stay absent when it is written back (``to_json``), so the model reads
     and writes every run's manifest byte for byte."""
 
-    format: Literal["solver-run/1"] = MANIFEST_FORMAT
+    format: Literal["solver-run/1", "solver-run/2"] = MANIFEST_FORMAT
     run_id: str
     created: str
     hash: Literal["sha256"] = "sha256"

@@ -26,9 +26,11 @@ from solver.audit.base import (
 from solver.audit.calls import check_call_outcomes, check_isolation
 from solver.audit.network import check_network
 from solver.audit.prompts import check_prompts
+from solver.audit.record_checks import check_record_types, check_records, check_secrets
 from solver.audit.signatures import check_attestation, check_seals
 from solver.audit.store_checks import GENERIC_CHECKS, check_blobs
 from solver.store import RunReader, StoreError, load_public_key
+from solver.store.attest import public_key_from_pem
 from solver.store.journal import scan_journal
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 LOOP_CHECKS: tuple[AuditCheck, ...] = (
+    check_record_types,
     check_call_outcomes,
     check_isolation,
     check_prompts,
@@ -53,7 +56,7 @@ LOOP_CHECKS: tuple[AuditCheck, ...] = (
 
 def store_checks() -> list[AuditCheck]:
     """The checks that need only the store's format: generic ones and signatures."""
-    return [*GENERIC_CHECKS, check_seals, check_attestation]
+    return [*GENERIC_CHECKS, check_records, check_secrets, check_seals, check_attestation]
 
 
 def default_checks() -> list[AuditCheck]:
@@ -103,7 +106,19 @@ def audit_run(
     except StoreError:  # the manifest is missing, so there is no genesis to chain from
         data = reader.journal_path.read_bytes() if reader.journal_path.exists() else b""
         scan = scan_journal(data, "sha256:" + "0" * 64)
-    ctx = AuditContext(reader, manifest, manifest_error, scan, key, blob_files, hashing)
+    key_source: str | None = "given" if key is not None else None
+    key_error: str | None = None
+    signing = manifest.get("signing")
+    if key is None and isinstance(signing, dict):
+        # No trusted key: check the signatures with the one the run carries, and say so.
+        try:
+            key, key_source = public_key_from_pem(str(signing.get("public_key"))), "run"
+        except StoreError as exc:
+            key_error = f"signing.public_key: {exc}"
+    ctx = AuditContext(
+        reader, manifest, manifest_error, scan, key, blob_files, hashing, key_source=key_source
+    )
+    ctx.key_error = key_error
     rows: list[Check] = []
     try:
         for check in selected:

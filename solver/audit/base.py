@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from solver.store import RunReader
 from solver.store.blobs import READ_CHUNK, hash_file
 from solver.store.journal import JournalScan, Record
+from solver.store.manifest import FORMATS
 
 Status = Literal["pass", "warn", "fail"]
 
@@ -56,11 +57,27 @@ class AuditContext:
     blob_files: dict[str, Path] = field(default_factory=dict)
     hashing: BlobHashing | None = None
     records: list[Record] = field(init=False)
+    # The key signatures are checked with and where it came from: "given" (--key), "run"
+    # (the manifest's own signing.public_key, proving consistency only) or None.
+    key_source: str | None = None
+    key_error: str | None = None  # why the key the run carries cannot be used
 
     def __post_init__(self) -> None:
         self.records = self.scan.records
+        if self.public_key is not None and self.key_source is None:
+            self.key_source = "given"
         if not self.blob_files:
             self.blob_files = list_blob_files(self.reader)
+
+    @property
+    def format_version(self) -> int:
+        """The run's format (1 or 2); 2 for a manifest that cannot be read, so an unreadable
+        run gets the stricter checks."""
+        return FORMATS.get(str(self.manifest.get("format")), 2)
+
+    @property
+    def line_offsets(self) -> list[int]:
+        return self.scan.offsets
 
     @property
     def run_dir(self) -> Path:

@@ -70,6 +70,17 @@ def _render(
     ]
 
 
+def _system_and_user(used: dict[str, str]) -> tuple[str, str] | None:
+    """The page's rule: of the templates that are not partials (last path part starting with
+    ``_``), the one ending in ``system.j2`` is the system message, ``user.j2`` the user's."""
+    mains = [name for name in used if not name.rsplit("/", 1)[-1].startswith("_")]
+    system = [name for name in mains if name.endswith("system.j2")]
+    user = [name for name in mains if name.endswith("user.j2")]
+    if len(system) != 1 or len(user) != 1:
+        return None
+    return system[0], user[0]
+
+
 def check_prompts(ctx: AuditContext) -> list[Check]:
     rows: list[Check] = []
     templates = _Templates(ctx)
@@ -89,6 +100,20 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
                         rec,
                     )
                 )
+        pair = _system_and_user(used)
+        if pair is None or pair != roles.get_role(data["role"]).templates.get(data["variant"]):
+            rows.append(
+                row_about(
+                    ctx,
+                    "prompts",
+                    "fail",
+                    f"{data['call_id']}: its templates do not name one system and one user "
+                    f"template of role {data['role']} variant {data['variant']} "
+                    "(docs/format.md, Re-rendering prompts)",
+                    rec,
+                )
+            )
+            continue
         try:
             env = templates.environment(used)
         except LookupError:

@@ -1,8 +1,9 @@
 """The audit's signature checks: seals (signed chain heads) and the final attestation.
 
-Without ``--key`` the envelopes are still checked against the journal (count, head, run id,
-subjects), and the report warns that no signature was verified. Trust comes only from a
-public key the user holds out of band; the manifest's ``signing`` entry is a hint.
+Without ``--key`` the envelopes are checked against the journal (count, head, run id,
+subjects, the seal chain) and their signatures against the public key the manifest carries;
+the report says so distinctly, since a key the run carries proves only that the run is
+consistent with itself. Trust comes only from a public key the user holds out of band.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from solver.store.attest import (
     STATEMENT_TYPE,
     SignatureInvalid,
     key_id,
+    key_ids,
     parse_envelope,
     verify_envelope,
 )
@@ -51,7 +53,12 @@ def _open_envelope(ctx: AuditContext, data: bytes, payload_type: str) -> tuple[A
         if envelope.payloadType != payload_type:
             return None, f"payloadType is {envelope.payloadType!r}, expected {payload_type!r}"
         if ctx.public_key is not None:
-            verify_envelope(envelope, payload, ctx.public_key)
+            try:
+                verify_envelope(envelope, payload, ctx.public_key)
+            except SignatureInvalid as exc:
+                if ctx.key_source == "run":
+                    return None, f"{exc}: not even the key the run itself carries signed it"
+                raise
         return json.loads(payload), None
     except SignatureInvalid as exc:
         return None, str(exc)
@@ -59,8 +66,23 @@ def _open_envelope(ctx: AuditContext, data: bytes, payload_type: str) -> tuple[A
         return None, f"payload is not JSON: {exc}"
 
 
+RUN_KEY_NOTE = (
+    "; signatures consistent with the key the run itself carries (MANIFEST.json signing), "
+    "which shows the run is self-consistent, not who made it: give --key"
+)
+
+
 def _not_verified_note(ctx: AuditContext) -> str:
-    return "" if ctx.public_key is not None else "; signatures not verified (no --key given)"
+    if ctx.key_source == "given":
+        return ""
+    if ctx.key_source == "run":
+        return RUN_KEY_NOTE
+    return "; signatures not verified (no --key given and the run carries no key)"
+
+
+def _verified(ctx: AuditContext) -> bool:
+    """Whether signatures were checked with a key the user gave (the only trusted case)."""
+    return ctx.key_source == "given"
 
 
 def check_seals(ctx: AuditContext) -> list[Check]:
@@ -71,6 +93,7 @@ def check_seals(ctx: AuditContext) -> list[Check]:
     run_id = ctx.manifest.get("run_id")
     files = ctx.reader.files_in("seals")
     counts: list[int] = []
+    payloads: dict[str, dict[str, Any]] = {}
     for path in files:
         where = relative(ctx, path)
         payload, problem = _open_envelope(ctx, path.read_bytes(), PAYLOAD_SEAL)
@@ -78,13 +101,19 @@ def check_seals(ctx: AuditContext) -> list[Check]:
             problem = f"seal is for run {payload.get('run') if isinstance(payload, dict) else None}"
         if problem is None:
             problem = _head_problem(ctx, payload.get("count"), payload.get("chain_head"), "seal")
+        if problem is None and ctx.format_version >= 2 and "prev_seal" not in payload:
+            problem = "seal names no prev_seal (format 2 chains seals)"
         if problem is not None:
             rows.append(Check(name=name, status="fail", where=where, detail=problem))
         else:
             counts.append(payload["count"])
+            payloads[where] = payload
+    previous: str | None = None
     for record in ctx.records:
         if record.type != "seal":
             continue
+        rows.extend(_seal_chain_rows(ctx, record, previous, payloads))
+        previous = str(record.data.get("sha256"))
         file = str(record.data.get("file", ""))
         path = ctx.run_dir / file
         if not path.is_file():
@@ -130,10 +159,42 @@ def check_seals(ctx: AuditContext) -> list[Check]:
         return [*rows, Check(name=name, status=status, detail="the run carries no seals")]
     last = max(counts)
     after = sum(1 for r in ctx.records[last:] if r.type != "seal")
-    detail = f"{len(files)} seals match the journal; {after} records after the last seal"
-    status = "pass" if ctx.public_key is not None else "warn"
+    chained = " and form one chain" if ctx.format_version >= 2 else ""
+    detail = f"{len(files)} seals match the journal{chained}; {after} records after the last seal"
+    status = "pass" if _verified(ctx) else "warn"
     rows.append(Check(name=name, status=status, detail=detail + _not_verified_note(ctx)))
     return rows
+
+
+def _seal_chain_rows(
+    ctx: AuditContext, record: Any, previous: str | None, payloads: dict[str, dict[str, Any]]
+) -> list[Check]:
+    """Format 2: each ``seal`` record, and the seal file it names, name the seal record
+    before it (``prev_seal``: that record's ``sha256``, null for the first)."""
+    if ctx.format_version < 2:
+        return []
+    claimed = record.data.get("prev_seal")
+    if claimed != previous:
+        return [
+            Check(
+                name="seals",
+                status="fail",
+                where=ctx.at(record),
+                detail=f"seal names previous seal {claimed}, but the seal before it is "
+                f"{previous}: a seal was removed or inserted",
+            )
+        ]
+    payload = payloads.get(str(record.data.get("file")))
+    if payload is not None and payload.get("prev_seal") != claimed:
+        return [
+            Check(
+                name="seals",
+                status="fail",
+                where=str(record.data.get("file")),
+                detail=f"signs previous seal {payload.get('prev_seal')}, its record {claimed}",
+            )
+        ]
+    return []
 
 
 def signed(ctx: AuditContext) -> bool:
@@ -144,19 +205,24 @@ def signed(ctx: AuditContext) -> bool:
 
 def _key_hint(ctx: AuditContext) -> list[Check]:
     signing = ctx.manifest.get("signing")
-    if ctx.public_key is None or not isinstance(signing, dict):
+    if not isinstance(signing, dict):
+        return []
+    if ctx.key_error is not None:
+        return [Check(name="seals", status="fail", where="MANIFEST.json", detail=ctx.key_error)]
+    if ctx.public_key is None or signing.get("keyid") in key_ids(ctx.public_key):
         return []
     given = key_id(ctx.public_key)
-    if signing.get("keyid") != given:
-        return [
-            Check(
-                name="seals",
-                status="warn",
-                where="MANIFEST.json",
-                detail=f"the manifest names key {signing.get('keyid')}, not {given}",
-            )
-        ]
-    return []
+    # The run's own key must match the id it names; a key the user gave may be another one
+    # (then the signatures fail on their own), which is worth saying.
+    status: Any = "fail" if ctx.key_source == "run" else "warn"
+    return [
+        Check(
+            name="seals",
+            status=status,
+            where="MANIFEST.json",
+            detail=f"the manifest names key {signing.get('keyid')}, not {given}",
+        )
+    ]
 
 
 def check_attestation(ctx: AuditContext) -> list[Check]:
@@ -223,6 +289,8 @@ def check_attestation(ctx: AuditContext) -> list[Check]:
                 f"artifacts run.finished names {sorted(expected.items())}",
             )
         )
+    if count is not None and ctx.format_version >= 2:
+        rows.extend(_attested_seal_rows(ctx, statement, count, where))
     if rows:
         return rows
     assert count is not None
@@ -236,7 +304,7 @@ def check_attestation(ctx: AuditContext) -> list[Check]:
                 detail=f"{after} records after the attestation are not covered",
             )
         )
-    status = "pass" if ctx.public_key is not None else "warn"
+    status = "pass" if _verified(ctx) else "warn"
     rows.append(
         Check(
             name=name,
@@ -247,3 +315,43 @@ def check_attestation(ctx: AuditContext) -> list[Check]:
         )
     )
     return rows
+
+
+def _attested_seal_rows(
+    ctx: AuditContext, statement: dict[str, Any], count: int, where: str
+) -> list[Check]:
+    """Format 2: the attestation names the last seal before it by file and digest, with the
+    number of seal records up to it (``annotations.seals``), so deleting seals shows."""
+    seals = [r for r in ctx.records[:count] if r.type == "seal"]
+    details = statement.get("predicate", {}).get("runDetails", {})
+    byproducts = details.get("byproducts", []) if isinstance(details, dict) else []
+    named = [
+        b
+        for b in byproducts
+        if isinstance(b, dict) and str(b.get("name", "")).startswith("seals/seal-")
+    ]
+    if not seals and not named:
+        return []
+    last = seals[-1] if seals else None
+    expected = (
+        (str(last.data.get("file")), str(last.data.get("sha256")), len(seals))
+        if last is not None
+        else None
+    )
+    found = None
+    if len(named) == 1:
+        entry = named[0]
+        digest = "sha256:" + str((entry.get("digest") or {}).get("sha256"))
+        annotations = entry.get("annotations") or {}
+        found = (str(entry.get("name")), digest, annotations.get("seals"))
+    if found != expected:
+        return [
+            Check(
+                name="attestation",
+                status="fail",
+                where=where,
+                detail=f"names seals {found} but the journal up to it holds {expected} "
+                "(file, digest, number of seals)",
+            )
+        ]
+    return []

@@ -3,9 +3,13 @@ blobs, references and final files (signatures are in :mod:`solver.audit.signatur
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from solver.audit.base import AuditCheck, AuditContext, Check, capped, relative
 from solver.store import iter_blob_refs
 from solver.store.blobs import hash_file
+from solver.store.journal import Record
 
 
 def check_manifest(ctx: AuditContext) -> list[Check]:
@@ -92,6 +96,9 @@ def check_chain(ctx: AuditContext) -> list[Check]:
                     f"quarantined; repair recorded at seq {record.seq}",
                 )
             )
+        problem = _repair_offset_problem(ctx, record)
+        if problem is not None:
+            rows.append(Check(name=name, status="fail", where=ctx.at(record), detail=problem))
     for path in ctx.reader.files_in("quarantine"):
         if relative(ctx, path) not in logged:
             rows.append(
@@ -110,6 +117,24 @@ def check_chain(ctx: AuditContext) -> list[Check]:
     return capped(name, rows)
 
 
+def _repair_offset_problem(ctx: AuditContext, record: Record) -> str | None:
+    """Format 2: a repair is recorded where the torn bytes were cut, so the ``offset`` of a
+    ``recovery.tail_truncated`` is the byte at which the first of the consecutive recovery
+    records it belongs to starts (each tear of one reopen is recorded there, in a row)."""
+    if ctx.format_version < 2:
+        return None
+    first = ctx.records.index(record)
+    while first > 0 and ctx.records[first - 1].type == "recovery.tail_truncated":
+        first -= 1
+    start = ctx.line_offsets[first] if first < len(ctx.line_offsets) else None
+    if record.data.get("offset") != start:
+        return (
+            f"records a tail cut at byte {record.data.get('offset')}, but the repair is "
+            f"recorded at byte {start}: the quarantined file is not this journal's tail"
+        )
+    return None
+
+
 def check_blobs(ctx: AuditContext) -> list[Check]:
     """Every file under blobs/sha256 sits at the right place and hashes to its name."""
     name = "blobs"
@@ -117,7 +142,17 @@ def check_blobs(ctx: AuditContext) -> list[Check]:
     total = 0
     for path, digest, size in ctx.blob_hashes():
         total += size
-        if digest != "sha256:" + path.name or path.parent.name != path.name[:2]:
+        if path.parent.name != path.name[:2]:
+            rows.append(
+                Check(
+                    name=name,
+                    status="fail",
+                    where=relative(ctx, path),
+                    detail=f"sits in blobs/sha256/{path.parent.name}/ but a blob of that name "
+                    f"belongs in blobs/sha256/{path.name[:2]}/",
+                )
+            )
+        if digest != "sha256:" + path.name:
             rows.append(
                 Check(
                     name=name,
@@ -253,16 +288,19 @@ def check_final(ctx: AuditContext) -> list[Check]:
                         f"names {expected} ({link.get('bytes')} bytes)",
                     )
                 )
-    for path in ctx.reader.files_in("final"):
-        if path.name not in named:
-            rows.append(
-                Check(
-                    name=name,
-                    status="warn",
-                    where=relative(ctx, path),
-                    detail="a final file no run.finished record names",
-                )
+    unnamed = [path for path in ctx.reader.files_in("final") if path.name not in named]
+    if ctx.format_version >= 2:
+        rows.extend(_final_binding_rows(ctx, finished, unnamed))
+    else:
+        rows.extend(
+            Check(
+                name=name,
+                status="warn",
+                where=relative(ctx, path),
+                detail="a final file no run.finished record names",
             )
+            for path in unnamed
+        )
     if not rows:
         detail = (
             f"{len(named)} final files match seq {finished.seq}"
@@ -271,6 +309,100 @@ def check_final(ctx: AuditContext) -> list[Check]:
         )
         rows.append(Check(name=name, status="pass", detail=detail))
     return rows
+
+
+def _result_of(path: Any) -> dict[str, Any]:
+    """final/result.json's content ({} when it is missing or not a JSON object)."""
+    try:
+        result = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return result if isinstance(result, dict) else {}
+
+
+def _journal_named_by_result(path: Any) -> tuple[Any, Any] | None:
+    """(count, head) of final/result.json's ``journal``, or None when it has none."""
+    journal = _result_of(path).get("journal")
+    if not isinstance(journal, dict):
+        return None
+    return journal.get("count"), journal.get("head")
+
+
+def _final_binding_rows(
+    ctx: AuditContext, finished: Record | None, unnamed: list[Any]
+) -> list[Check]:
+    """Format 2 binds final/ and the journal's end to each other: result.json names the
+    journal head that ``run.finished`` follows (its count and that record's ``prev``), and a
+    file in final/ that the journal does not name fails (the journal was cut after it), except
+    where result.json shows the writer was killed between final/ and ``run.finished``."""
+    rows: list[Check] = []
+    result = ctx.run_dir / "final" / "result.json"
+    named = _journal_named_by_result(result) if result.is_file() else None
+    final = finished.data.get("final") if finished is not None else None
+    bound = finished is not None and isinstance(final, dict) and "result.json" in final
+    outcome = _result_of(result).get("outcome") if bound else None
+    if bound and finished is not None and outcome != finished.data.get("outcome"):
+        rows.append(
+            Check(
+                name="final",
+                status="fail",
+                where="final/result.json",
+                detail=f"outcome {outcome!r}, but run.finished (seq {finished.seq}) records "
+                f"{finished.data.get('outcome')!r}",
+            )
+        )
+    if bound and finished is not None and named != (finished.seq, finished.prev):
+        rows.append(
+            Check(
+                name="final",
+                status="fail",
+                where="final/result.json",
+                detail=f"names journal head {named} but run.finished is seq {finished.seq} "
+                f"after {finished.prev}",
+            )
+        )
+    for path in unnamed:
+        rows.append(_unnamed_final_row(ctx, path, finished, named))
+    return rows
+
+
+def _unnamed_final_row(
+    ctx: AuditContext, path: Any, finished: Record | None, named: tuple[Any, Any] | None
+) -> Check:
+    where = relative(ctx, path)
+    if path.name.startswith(".") and path.name.endswith(".tmp"):
+        return Check(
+            name="final", status="warn", where=where, detail="leftover of an interrupted write"
+        )
+    if finished is None and named is None:
+        return Check(
+            name="final",
+            status="warn",
+            where=where,
+            detail="a final file written before a run.finished that was never recorded "
+            "(the writer was killed in between); nothing binds it",
+        )
+    last = ctx.records[-1] if ctx.records else None
+    if finished is None and last is not None and named == (last.seq + 1, last.line_hash):
+        return Check(
+            name="final",
+            status="warn",
+            where=where,
+            detail="final files written just before a run.finished that was never recorded "
+            f"(the writer stopped after seq {last.seq})",
+        )
+    cut = (
+        f"; result.json names the journal at {named[0]} records, it holds {len(ctx.records)}"
+        if finished is None and named is not None
+        else ""
+    )
+    return Check(
+        name="final",
+        status="fail",
+        where=where,
+        detail=f"a final file the journal does not name (its end was cut off, or the file was "
+        f"added){cut}",
+    )
 
 
 GENERIC_CHECKS: tuple[AuditCheck, ...] = (

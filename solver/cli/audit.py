@@ -47,7 +47,8 @@ def _print_table(report: AuditReport) -> None:
     "--key",
     "public_key",
     type=click.Path(path_type=Path),
-    help="Ed25519 public key (PEM) that seals and the attestation must verify with.",
+    help="Ed25519 public key (PEM) that seals and the attestation must verify with. Without "
+    "it they are checked with the key the run carries, which shows consistency only.",
 )
 @reports_errors
 def audit(run: Path, as_json: bool, public_key: Path | None) -> None:

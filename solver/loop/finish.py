@@ -136,6 +136,9 @@ def write_finish(
             "scores": [graded_score(c) for c in graders],
             "reconciled": graded_score(reconcile) is not None,
         }
+    # The journal as it stands just before run.finished: that record is line ``count`` and
+    # its ``prev`` is ``head``, so the final files and the journal's end name each other.
+    result["journal"] = {"count": store.next_seq, "head": store.head}
     data = json.dumps(result, indent=2, sort_keys=True, ensure_ascii=False).encode() + b"\n"
     ref = store.write_final("result.json", data)
     final["result.json"] = BlobLink(blob=ref.digest, bytes=ref.size)

@@ -14,7 +14,7 @@ from solver.llm import Endpoint
 from solver.records import Manifest, ManifestEndpoint
 from solver.run.manifest import read_manifest
 from solver.store import RunReader, StoreError
-from solver.store.attest import key_id, load_private_key
+from solver.store.attest import key_ids, load_private_key
 from solver.store.run import ATTESTATION_NAME
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def run_signing_key(manifest: Manifest, today: Path | None) -> Path | None:
             key = load_private_key(candidate)
         except StoreError:
             continue
-        if key_id(key.public_key()) == wanted:
+        if wanted in key_ids(key.public_key()):  # either id form (format 1 or 2)
             return candidate
     looked = ", ".join(str(path) for path in tried) or "no signing_key configured"
     raise InputError(

@@ -56,10 +56,54 @@ def pae(payload_type: str, payload: bytes) -> bytes:
     return b"DSSEv1 %d %s %d %s" % (len(type_bytes), type_bytes, len(payload), payload)
 
 
+def _raw(public_key: Ed25519PublicKey) -> bytes:
+    return public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+
 def key_id(public_key: Ed25519PublicKey) -> str:
-    """Hex SHA-256 of the raw 32-byte public key."""
-    raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return hashlib.sha256(raw).hexdigest()
+    """The key id of format 2: hex SHA-256 of the canonical JSON key document
+    ``{"keytype":"ed25519","keyval":{"public":"<raw key hex>"},"scheme":"ed25519"}``, which is
+    the id securesystemslib and the in-toto tools compute for the key, so they find it."""
+    document = {
+        "keytype": "ed25519",
+        "keyval": {"public": _raw(public_key).hex()},
+        "scheme": "ed25519",
+    }
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+def key_id_v1(public_key: Ed25519PublicKey) -> str:
+    """The key id of format 1 runs: hex SHA-256 of the raw 32-byte public key."""
+    return hashlib.sha256(_raw(public_key)).hexdigest()
+
+
+def key_ids(public_key: Ed25519PublicKey) -> frozenset[str]:
+    """Both ids a run may name the key by (format 2, format 1)."""
+    return frozenset({key_id(public_key), key_id_v1(public_key)})
+
+
+def public_key_from_pem(pem: str) -> Ed25519PublicKey:
+    """The Ed25519 key a run's manifest carries (``signing.public_key``); StoreError if not."""
+    try:
+        key = serialization.load_pem_public_key(pem.encode("ascii"))
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise StoreError(f"not a PEM public key: {exc}") from None
+    if not isinstance(key, Ed25519PublicKey):
+        raise StoreError("not an Ed25519 public key")
+    return key
+
+
+def b64decode_any(text: str) -> bytes:
+    """DSSE allows standard or URL-safe base64, with or without padding; accept all four."""
+    if not text.isascii():
+        raise ValueError("base64 text is not ASCII")
+    url_safe = "-" in text or "_" in text
+    if url_safe and ("+" in text or "/" in text):
+        raise ValueError("base64 text mixes the standard and URL-safe alphabets")
+    if url_safe:
+        text = text.replace("-", "+").replace("_", "/")
+    text += "=" * (-len(text) % 4)
+    return base64.b64decode(text, validate=True)
 
 
 def public_key_pem(public_key: Ed25519PublicKey) -> str:
@@ -111,14 +155,19 @@ def generate_key_pair(out_dir: Path) -> tuple[Path, Path, str]:
     return private_path, public_path, key_id(key.public_key())
 
 
-def sign_envelope(payload_type: str, payload: bytes, key: Ed25519PrivateKey) -> bytes:
-    """A DSSE envelope as canonical JSON bytes."""
+def sign_envelope(
+    payload_type: str, payload: bytes, key: Ed25519PrivateKey, keyid: str | None = None
+) -> bytes:
+    """A DSSE envelope as canonical JSON bytes; ``keyid`` defaults to :func:`key_id`."""
     signature = key.sign(pae(payload_type, payload))
     envelope = {
         "payload": base64.b64encode(payload).decode("ascii"),
         "payloadType": payload_type,
         "signatures": [
-            {"keyid": key_id(key.public_key()), "sig": base64.b64encode(signature).decode()}
+            {
+                "keyid": keyid or key_id(key.public_key()),
+                "sig": base64.b64encode(signature).decode(),
+            }
         ],
     }
     return canonical_json(envelope)
@@ -128,7 +177,7 @@ def parse_envelope(data: bytes) -> tuple[DsseEnvelope, bytes]:
     """The envelope and its decoded payload; SignatureInvalid when malformed."""
     try:
         envelope = DsseEnvelope.model_validate_json(data)
-        payload = base64.b64decode(envelope.payload, validate=True)
+        payload = b64decode_any(envelope.payload)
     except (ValidationError, binascii.Error, ValueError) as exc:
         raise SignatureInvalid(f"not a DSSE envelope: {exc}") from None
     return envelope, payload
@@ -139,15 +188,25 @@ def verify_envelope(envelope: DsseEnvelope, payload: bytes, key: Ed25519PublicKe
     message = pae(envelope.payloadType, payload)
     for entry in envelope.signatures:
         try:
-            key.verify(base64.b64decode(entry.sig, validate=True), message)
+            key.verify(b64decode_any(entry.sig), message)
         except (InvalidSignature, binascii.Error, ValueError):
             continue
         return
     raise SignatureInvalid(f"no signature verifies with key {key_id(key)[:16]}")
 
 
-def seal_payload(run_id: str, count: int, chain_head: str, t: str) -> bytes:
-    return canonical_json({"chain_head": chain_head, "count": count, "run": run_id, "t": t})
+_UNSET: Any = object()
+
+
+def seal_payload(
+    run_id: str, count: int, chain_head: str, t: str, prev_seal: str | None = _UNSET
+) -> bytes:
+    """A seal's signed payload. Format 2 adds ``prev_seal`` (the digest of the seal file
+    before it, null for the first); format 1 leaves it out."""
+    body: dict[str, Any] = {"chain_head": chain_head, "count": count, "run": run_id, "t": t}
+    if prev_seal is not _UNSET:
+        body["prev_seal"] = prev_seal
+    return canonical_json(body)
 
 
 def policies_of(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -166,9 +225,13 @@ def build_statement(
     last_seal: str | None,
     finished: str,
     version: str,
+    seals: tuple[int, str] | None = None,
 ) -> dict[str, Any]:
     """An in-toto Statement v1 whose subjects are the final artifacts (name -> digest) and
-    the journal, named ``journal.jsonl@<count>`` with the chain head as its digest."""
+    the journal, named ``journal.jsonl@<count>`` with the chain head as its digest.
+
+    ``seals`` (format 2): (number of seal records, file of the last) before the attestation;
+    the last seal is then named by its file and annotated with that number."""
     subject = [
         {"name": name, "digest": {"sha256": digest.removeprefix("sha256:")}}
         for name, digest in sorted(subjects.items())
@@ -184,7 +247,13 @@ def build_statement(
     ]
     if last_seal is not None:
         seal_hex = last_seal.removeprefix("sha256:")
-        byproducts.append({"name": "last-seal", "digest": {"sha256": seal_hex}})
+        if seals is None:
+            byproducts.append({"name": "last-seal", "digest": {"sha256": seal_hex}})
+        else:
+            count, file = seals
+            byproducts.append(
+                {"name": file, "digest": {"sha256": seal_hex}, "annotations": {"seals": count}}
+            )
     return {
         "_type": STATEMENT_TYPE,
         "subject": subject,

@@ -15,6 +15,13 @@ from typing import Any
 
 import orjson
 
+from solver.store._fs import canonical_json
+from solver.store.errors import StoreError
+
+# canonical_json's settings, built once: json.dumps makes a new encoder on every call.
+_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 RECORD_KEYS = frozenset({"data", "prev", "seq", "sess", "t", "type", "v"})
 
 
@@ -34,7 +41,8 @@ class Record:
 
 @dataclass(frozen=True, slots=True)
 class ChainBreak:
-    """A place where the journal is not a valid chain. ``line`` is 1-based."""
+    """A place where the journal is not a valid chain. ``line`` counts from 0, as ``seq``
+    does (line n should hold seq n)."""
 
     line: int
     seq: int | None
@@ -55,23 +63,70 @@ class JournalScan:
     breaks: list[ChainBreak]
     torn: TornTail | None
     good_size: int  # bytes up to the end of the last complete line (before a torn tail)
+    offsets: list[int]  # byte offset at which each complete line starts, by line number
 
 
 def line_hash(line: bytes) -> str:
     return "sha256:" + hashlib.sha256(line).hexdigest()
 
 
-def parse_line(line: bytes) -> Record:
-    """A journal line (without its newline) as a Record; ValueError names what is wrong."""
+def _decode(line: bytes) -> Any:
+    """The JSON value of a line, read leniently (the strict rules are checked after)."""
     try:
-        obj = orjson.loads(line)
+        return orjson.loads(line)
     except orjson.JSONDecodeError:
         # orjson is strict where the standard library is not (integers beyond 64 bits,
-        # escaped lone surrogates): let json decide, so both read exactly what we write.
+        # escaped lone surrogates, NaN): let json decide, so the canonical check below
+        # names what is wrong instead of a parse error.
         try:
-            obj = json.loads(line)
+            return json.loads(line)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"not JSON ({exc})") from None
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen[key] = value
+    return seen
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _strict_decode(line: bytes) -> Any:
+    """The line read by the standard library (exact integers of any size), refusing duplicate
+    keys and NaN/Infinity, and checked to re-serialise to exactly its bytes; ValueError names
+    the first rule it breaks."""
+    obj = json.loads(line, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant)
+    try:
+        canonical = canonical_json(obj)
+    except StoreError as exc:
+        raise ValueError(str(exc)) from None
+    if canonical != line:
+        raise ValueError(
+            "not canonical JSON (keys unsorted, whitespace, escapes or number form differ)"
+        )
+    return obj
+
+
+def parse_line(line: bytes) -> Record:
+    """A journal line (without its newline) as a Record; ValueError names what is wrong.
+
+    Strict: the line must be exactly the canonical JSON of what it parses to (re-serialised
+    and compared), so duplicate keys, NaN or Infinity, and any other spelling of the same
+    value are refused and every verifier reads one line one way."""
+    obj = _decode(line)
+    try:
+        canonical = _CANONICAL.encode(obj).encode("utf-8") == line
+    except (TypeError, ValueError):  # NaN or Infinity (read by the fallback parser)
+        canonical = False
+    if not canonical:
+        # orjson reads integers beyond 64 bits as floats: the standard library decides.
+        obj = _strict_decode(line)
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     if obj.keys() != RECORD_KEYS:
@@ -103,8 +158,9 @@ def parse_line(line: bytes) -> Record:
 
 
 def find_torn_tail(data: bytes) -> TornTail | None:
-    """A journal's torn tail: bytes after the last newline, or a last line that is not a
-    record (a crash may leave zeros where the filesystem had not yet written the data)."""
+    """A journal's torn tail: bytes after the last newline, or a last line that is not JSON
+    at all (a crash may leave zeros where the filesystem had not yet written the data). A
+    last line that is JSON was written whole: if it breaks a rule it is damage, not a tear."""
     if not data:
         return None
     if not data.endswith(b"\n"):
@@ -112,7 +168,7 @@ def find_torn_tail(data: bytes) -> TornTail | None:
         return TornTail(start, data[start:])
     start = data.rfind(b"\n", 0, len(data) - 1) + 1
     try:
-        parse_line(data[start:-1])
+        _decode(data[start:-1])
     except ValueError:
         return TornTail(start, data[start:])
     return None
@@ -126,9 +182,13 @@ def scan_journal(data: bytes, genesis: str) -> JournalScan:
     lines = data[:good_size].split(b"\n")[:-1] if good_size else []
     records: list[Record] = []
     breaks: list[ChainBreak] = []
+    offsets: list[int] = []
+    position = 0
     expected_prev = genesis
     expected_seq = 0
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines):
+        offsets.append(position)
+        position += len(line) + 1
         try:
             record = parse_line(line)
         except ValueError as exc:
@@ -143,7 +203,7 @@ def scan_journal(data: bytes, genesis: str) -> JournalScan:
                 "inserted, duplicated or reordered)"
             )
         if record.prev != expected_prev:
-            before = "MANIFEST.json" if number == 1 else f"line {number - 1}"
+            before = "MANIFEST.json" if number == 0 else f"line {number - 1}"
             problems.append(
                 f"prev does not match the hash of {before} (that line was altered, or lines "
                 "were removed, inserted or reordered)"
@@ -153,4 +213,4 @@ def scan_journal(data: bytes, genesis: str) -> JournalScan:
         records.append(record)
         expected_prev = record.line_hash
         expected_seq = record.seq + 1
-    return JournalScan(records, breaks, torn, good_size)
+    return JournalScan(records, breaks, torn, good_size, offsets)

@@ -12,7 +12,9 @@ from solver._util.clock import record_time as utc_now
 from solver._util.ids import uuid7
 from solver.store._fs import canonical_json, sha256_tag
 
-FORMAT = "solver-run/1"
+FORMAT = "solver-run/2"
+# Every format this store reads; it writes a run in the format the run was created with.
+FORMATS = {"solver-run/1": 1, "solver-run/2": 2}
 MASK = "***"
 # Whole-word key names only: "tokenizer_sha256" or "max_tokens" are not secrets.
 _SECRET_KEY = re.compile(
@@ -20,6 +22,14 @@ _SECRET_KEY = re.compile(
     r"private[_-]?key)$",
     re.IGNORECASE,
 )
+
+
+TIME_PATTERN = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a value under ``key`` is a secret the store masks."""
+    return _SECRET_KEY.search(key) is not None
 
 
 def mask_secrets(value: Any) -> Any:
@@ -64,6 +74,12 @@ def parse_manifest(data: bytes) -> dict[str, Any]:
         raise ValueError(f"not JSON ({exc})") from None
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
-    if obj.get("format") != FORMAT:
-        raise ValueError(f"format is {obj.get('format')!r}, expected {FORMAT!r}")
+    if obj.get("format") not in FORMATS:
+        known = ", ".join(repr(name) for name in FORMATS)
+        raise ValueError(f"format is {obj.get('format')!r}, expected one of {known}")
     return obj
+
+
+def format_version(manifest: Mapping[str, Any]) -> int:
+    """1 or 2: the format a parsed manifest declares."""
+    return FORMATS[str(manifest.get("format"))]

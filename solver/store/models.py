@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict
 
 STORE_RECORD_VERSION = 1
 SCHEMA_CHANGES: dict[int, str] = {1: "run.created, seal, recovery.tail_truncated"}
+# Record type -> version, per run format. Format 2 chains seals: seal v2 adds ``prev_seal``.
+SEAL_VERSION = {1: 1, 2: 2}
 
 
 class _StoreRecord(BaseModel):
@@ -39,6 +41,13 @@ class Seal(_StoreRecord):
     keyid: str
 
 
+class SealV2(Seal):
+    """Format 2: a seal also names the seal before it (``prev_seal``, the ``sha256`` of the
+    previous ``seal`` record, null for the first), so the seals form a chain of their own."""
+
+    prev_seal: str | None
+
+
 class TailTruncated(_StoreRecord):
     """A torn tail (an incomplete last line) was moved to ``file`` and cut off the journal."""
 
@@ -52,6 +61,18 @@ class TailTruncated(_StoreRecord):
 STORE_RECORD_TYPES = frozenset({"run.created", "seal", "recovery.tail_truncated"})
 
 
+def store_record_model(type_: str, v: int, format_version: int) -> type[BaseModel] | None:
+    """The model of a store record of type ``type_`` and version ``v`` in a run of
+    ``format_version``; None when this store does not know that type at that version."""
+    if type_ == "run.created" and v == 1:
+        return RunCreated
+    if type_ == "recovery.tail_truncated" and v == 1:
+        return TailTruncated
+    if type_ == "seal" and v == SEAL_VERSION.get(format_version):
+        return SealV2 if v == 2 else Seal
+    return None
+
+
 def store_record_models() -> tuple[type[BaseModel], ...]:
     """The store's record models, for ``solver schema`` (union with the loop's)."""
-    return (RunCreated, Seal, TailTruncated)
+    return (RunCreated, Seal, SealV2, TailTruncated)

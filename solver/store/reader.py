@@ -64,7 +64,7 @@ class RunReader:
         scan = self.scan()
         if scan.breaks:
             first = scan.breaks[0]
-            seq = first.seq if first.seq is not None else first.line - 1
+            seq = first.seq if first.seq is not None else first.line
             raise CorruptionError(seq, f"journal.jsonl line {first.line}: {first.reason}")
         yield from scan.records
 

@@ -38,6 +38,7 @@ from solver.store.attest import (
     PAYLOAD_SEAL,
     build_statement,
     key_id,
+    key_id_v1,
     load_private_key,
     public_key_pem,
     seal_payload,
@@ -48,18 +49,26 @@ from solver.store.errors import BlobMissing, CorruptionError, NotARun, RunExists
 from solver.store.journal import Record, TornTail, parse_line, scan_journal
 from solver.store.lock import LOCK_NAME, WriterLock
 from solver.store.manifest import (
+    format_version,
     manifest_bytes,
     manifest_digest,
     parse_manifest,
     prepare_manifest,
 )
-from solver.store.models import STORE_RECORD_TYPES, RunCreated, Seal, TailTruncated
+from solver.store.models import (
+    STORE_RECORD_TYPES,
+    RunCreated,
+    Seal,
+    SealV2,
+    TailTruncated,
+    store_record_model,
+)
 
 MANIFEST_NAME = "MANIFEST.json"
 JOURNAL_NAME = "journal.jsonl"
 ATTESTATION_NAME = "attestation.intoto.jsonl"
 _FINAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_QUARANTINE_NAME = re.compile(r"journal\.jsonl\.(\d+)(?:\.\d+)?\.tail")
+_QUARANTINE_NAME = re.compile(r"journal\.jsonl\.(\d+)(?:\.(\d+))?\.tail")
 
 
 def _durable_sync(fd: int) -> None:
@@ -107,6 +116,8 @@ class RunStore:
         self.run_dir = run_dir
         self.manifest: dict[str, Any] = parse_manifest(raw_manifest)
         self.manifest_digest = manifest_digest(raw_manifest)
+        # A run keeps the format it was created in: a resumed format-1 run writes format 1.
+        self.format_version = format_version(self.manifest)
         self.head = self.manifest_digest
         self.next_seq = 0
         self.session = 0
@@ -118,7 +129,11 @@ class RunStore:
         self._since_seal = 0
         self._last_seal_time = time.monotonic()
         self._last_seal_digest: str | None = None
+        self._last_seal_file: str | None = None
+        self._seal_count = 0  # seal records in the journal
         self._attest: dict[str, BlobRef] | None = None  # subjects to attest at close
+        self._attest_stale = False  # write the attestation at close even if it exists
+        self._appended = False  # whether this writer appended anything
         self._journal = run_dir / JOURNAL_NAME
         self._fd: int | None = None
         self._size = 0
@@ -224,8 +239,18 @@ class RunStore:
         scan = scan_journal(journal, self.manifest_digest)
         if scan.breaks:
             first = scan.breaks[0]
-            seq = first.seq if first.seq is not None else first.line - 1
+            seq = first.seq if first.seq is not None else first.line
             raise CorruptionError(seq, f"journal.jsonl line {first.line}: {first.reason}")
+        for record in scan.records:
+            # A writer must not append to a journal whose store records it cannot read.
+            if record.type in STORE_RECORD_TYPES and (
+                store_record_model(record.type, record.v, self.format_version) is None
+            ):
+                raise CorruptionError(
+                    record.seq,
+                    f"{record.type} v{record.v} is not a version this solver reads "
+                    f"(format {self.manifest['format']})",
+                )
         fresh = not self._journal.exists()
         self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         if fresh:
@@ -254,26 +279,32 @@ class RunStore:
                 # killed before its first periodic seal can tell it from a stripped one.
                 self.seal()
         logged = {r.data.get("file") for r in scan.records if r.type == "recovery.tail_truncated"}
-        self._log_quarantined(logged)
+        self._log_quarantined(logged, self._size)
         self._attest_if_missing(scan.records)
 
     def _count_unsealed(self, records: list[Record]) -> None:
         """Take up the seal state where the last writer left it: the records after its last
         ``seal`` are unsealed (a killed writer never sealed them), and that seal is the one an
         attestation written now names."""
+        self._seal_count = sum(1 for record in records if record.type == "seal")
         for index in range(len(records) - 1, -1, -1):
             if records[index].type == "seal":
                 self._since_seal = len(records) - 1 - index
                 digest = records[index].data.get("sha256")
+                file = records[index].data.get("file")
                 self._last_seal_digest = digest if isinstance(digest, str) else None
+                self._last_seal_file = file if isinstance(file, str) else None
                 return
         self._since_seal = len(records)
 
     def _attest_if_missing(self, records: list[Record]) -> None:
         """A signed run that finished but was killed before its attestation was written gets
-        it when this writer closes (subjects: the last ``run.finished``'s final map)."""
-        if self._key is None or (self.run_dir / ATTESTATION_NAME).exists():
+        it when this writer closes (subjects: the last ``run.finished``'s final map). So does
+        a finished run this writer appends to (a torn tail repaired after the attestation):
+        the attestation is rewritten to cover the records it added."""
+        if self._key is None:
             return
+        self._attest_stale = not (self.run_dir / ATTESTATION_NAME).exists()
         finished = next((r for r in reversed(records) if r.type == "run.finished"), None)
         if finished is None:
             return
@@ -300,17 +331,25 @@ class RunStore:
         os.fsync(self._fd)
         crash_point("repair.truncated")
 
-    def _log_quarantined(self, logged: set[Any]) -> None:
-        """Append a ``recovery.tail_truncated`` for every quarantined tail no record names
-        yet (the repair itself, or one a crash interrupted before it was recorded)."""
+    def _log_quarantined(self, logged: set[Any], end: int) -> None:
+        """Append a ``recovery.tail_truncated`` for each quarantined tail no record names yet
+        that was cut at ``end``, where the journal now ends: the repair itself, or one a crash
+        interrupted before it was recorded. A file cut anywhere else is not this journal's
+        repair (someone put it there), so it is left for the audit to report, not adopted."""
         quarantine = self.run_dir / "quarantine"
         if not quarantine.is_dir():
             return
-        for path in sorted(quarantine.iterdir()):
+        found: list[tuple[int, Path]] = []
+        for path in quarantine.iterdir():
             match = _QUARANTINE_NAME.fullmatch(path.name)
-            name = f"quarantine/{path.name}"
-            if match is None or name in logged:
+            if match is None or f"quarantine/{path.name}" in logged or not path.is_file():
                 continue
+            if int(match.group(1)) == end:
+                found.append((int(match.group(2) or 0), path))
+        for _, path in sorted(found):
+            name = f"quarantine/{path.name}"
+            match = _QUARANTINE_NAME.fullmatch(path.name)
+            assert match is not None
             data = path.read_bytes()
             record = TailTruncated(
                 offset=int(match.group(1)), bytes=len(data), sha256=sha256_tag(data), file=name
@@ -323,7 +362,13 @@ class RunStore:
         if self._fd is None:
             return
         try:
-            if self._key is not None and self._attest is not None:
+            if (
+                self._key is not None
+                and self._attest is not None
+                and (self._attest_stale or self._appended or self._since_seal > 0)
+            ):
+                # Also records a keyless writer appended after the attestation (a torn tail
+                # repaired by a resume without the key): sealed and attested now.
                 self._write_attestation(self._attest)
             elif self._key is not None and self._since_seal > 0:
                 self.seal()
@@ -415,6 +460,7 @@ class RunStore:
                 os.ftruncate(self._fd, self._size)
                 raise
         self._size += len(payload)
+        self._appended = True
         record = parse_line(line)
         self.head = record.line_hash
         self.next_seq += 1
@@ -442,23 +488,40 @@ class RunStore:
         if self._key is None:
             return None
         count, head = self.next_seq, self.head
-        payload = seal_payload(str(self.manifest["run_id"]), count, head, utc_now())
-        envelope = sign_envelope(PAYLOAD_SEAL, payload, self._key)
+        run_id, now = str(self.manifest["run_id"]), utc_now()
+        prev_seal = self._last_seal_digest
+        v2 = self.format_version >= 2
+        payload = (
+            seal_payload(run_id, count, head, now, prev_seal)
+            if v2
+            else seal_payload(run_id, count, head, now)
+        )
+        keyid = self._keyid()
+        envelope = sign_envelope(PAYLOAD_SEAL, payload, self._key, keyid)
         name = f"seals/seal-{count:08d}.json"
         make_dirs(self.run_dir / "seals")
         write_atomic(self.run_dir / name, envelope)
-        self._last_seal_digest = sha256_tag(envelope)
-        seal = Seal(
-            count=count,
-            chain_head=head,
-            file=name,
-            sha256=self._last_seal_digest,
-            keyid=key_id(self._key.public_key()),
-        )
-        record = self._append(seal.type, seal.data(), 1)
+        digest = sha256_tag(envelope)
+        fields: dict[str, Any] = {
+            "count": count,
+            "chain_head": head,
+            "file": name,
+            "sha256": digest,
+            "keyid": keyid,
+        }
+        seal = SealV2(**fields, prev_seal=prev_seal) if v2 else Seal(**fields)
+        record = self._append(seal.type, seal.data(), 2 if v2 else 1)
+        self._last_seal_digest, self._last_seal_file = digest, name
+        self._seal_count += 1
         self._since_seal = 0
         self._last_seal_time = time.monotonic()
         return record
+
+    def _keyid(self) -> str:
+        """The id this run names its key by: the securesystemslib id from format 2 on."""
+        assert self._key is not None
+        public = self._key.public_key()
+        return key_id(public) if self.format_version >= 2 else key_id_v1(public)
 
     def write_final(self, name: str, data: bytes) -> BlobRef:
         """Store ``data`` as a blob and as the human-readable copy final/<name>."""
@@ -493,8 +556,15 @@ class RunStore:
             last_seal=self._last_seal_digest,
             finished=utc_now(),
             version=_package_version(),
+            seals=(
+                (self._seal_count, self._last_seal_file)
+                if self.format_version >= 2 and self._last_seal_file is not None
+                else None
+            ),
         )
-        envelope = sign_envelope(PAYLOAD_INTOTO, canonical_json(statement), self._key)
+        envelope = sign_envelope(
+            PAYLOAD_INTOTO, canonical_json(statement), self._key, self._keyid()
+        )
         path = self.run_dir / ATTESTATION_NAME
         write_atomic(path, envelope + b"\n")
         return path

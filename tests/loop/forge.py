@@ -29,16 +29,24 @@ def rewrite(
     blobs = [p.read_bytes() for p in (src / "blobs").rglob("*") if p.is_file()]
     blobs.extend(extra_blobs)
     new_manifest = manifest(json.loads(json.dumps(reader.manifest)))
+    finals = {path.name: path.read_bytes() for path in (src / "final").iterdir()}
     with RunStore.create(dst, new_manifest, blobs=blobs) as store:
         for rec in reader.records():
             if rec.type == "run.created":
                 continue
             data = edit(store, rec.type, json.loads(json.dumps(rec.data)))
+            if data is not None and rec.type == "run.finished" and "result.json" in finals:
+                # result.json names the journal head run.finished follows: the new one's.
+                result = json.loads(finals["result.json"])
+                result["journal"] = {"count": store.next_seq, "head": store.head}
+                finals["result.json"] = json.dumps(result, indent=2, sort_keys=True).encode()
+                ref = store.put_blob(finals["result.json"])
+                data["final"]["result.json"] = {"blob": ref.digest, "bytes": ref.size}
             if data is not None:
                 store.append(rec.type, data, v=rec.v)
-    for path in (src / "final").iterdir():
+    for name, content in finals.items():
         (dst / "final").mkdir(exist_ok=True)
-        (dst / "final" / path.name).write_bytes(path.read_bytes())
+        (dst / "final" / name).write_bytes(content)
     return dst
 
 

@@ -25,6 +25,9 @@ from solver.store.attest import PAYLOAD_INTOTO, PAYLOAD_SEAL, load_private_key, 
 
 from .conftest import MANIFEST, BuiltRun, Keys, audit_store, build_run
 
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "run-v1-signed"
+FIXTURE_KEY = FIXTURE.with_name("run-v1-signed.pub")
+
 
 @pytest.fixture
 def run(tmp_path: Path) -> BuiltRun:
@@ -79,14 +82,16 @@ def test_misplaced_stray_and_leftover_blob_files(run: BuiltRun) -> None:
     assert not rows(audit_store(run.path).checks, "blobs", "warn")
 
 
-def test_unreferenced_blob_and_unnamed_final_file_warn(run: BuiltRun) -> None:
+def test_unreferenced_blob_warns_and_unnamed_final_file_fails(run: BuiltRun) -> None:
     with RunStore.open(run.path) as store:
         stray = store.put_blob(b"written, then the writer died before naming it")
-    (run.path / "final" / "notes.txt").write_text("added by hand")
     report = audit_store(run.path)
     assert report.ok
     assert stray.hex in str(rows(report.checks, "references", "warn")[0].where)
-    assert rows(report.checks, "final", "warn")[0].where == "final/notes.txt"
+    # Format 2: final/ is bound to the journal, so a file it does not name fails.
+    (run.path / "final" / "notes.txt").write_text("added by hand")
+    report = audit_store(run.path)
+    assert [c.where for c in rows(report.checks, "final", "fail")] == ["final/notes.txt"]
 
 
 def test_many_findings_are_capped(tmp_path: Path) -> None:
@@ -210,22 +215,24 @@ def test_blob_commit_failure_leaves_nothing(
 # ---------------------------------------------------------------------- command line
 
 
-def test_cli_audit_exit_codes_and_json(tmp_path: Path, keys: Keys, other_keys: Keys) -> None:
-    run = build_run(tmp_path / "run", keys.private)
+def test_cli_audit_exit_codes_and_json(tmp_path: Path, other_keys: Keys) -> None:
+    # A real run: the full audit refuses the synthetic record types of build_run's runs.
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
     runner = CliRunner()
-    result = runner.invoke(audit, [str(run.path), "--json", "--key", str(keys.public)])
+    result = runner.invoke(audit, [str(run), "--json", "--key", str(FIXTURE_KEY)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["ok"] is True and {"name", "status", "detail", "where"} <= set(data["checks"][0])
-    table = runner.invoke(audit, [str(run.path)])
+    table = runner.invoke(audit, [str(run)])
     assert table.exit_code == 0 and "manifest" in table.output and "OK:" in table.output
-    bad = runner.invoke(audit, [str(run.path), "--key", str(other_keys.public)])
+    bad = runner.invoke(audit, [str(run), "--key", str(other_keys.public)])
     assert bad.exit_code == 4 and "FAILED" in bad.output
     assert runner.invoke(audit, [str(tmp_path / "nope")]).exit_code == 6
-    assert runner.invoke(audit, [str(run.path), "--key", str(tmp_path / "nokey")]).exit_code == 6
+    assert runner.invoke(audit, [str(run), "--key", str(tmp_path / "nokey")]).exit_code == 6
     junk = tmp_path / "junk.pub"
     junk.write_text("junk")
-    result = runner.invoke(audit, [str(run.path), "--key", str(junk)])
+    result = runner.invoke(audit, [str(run), "--key", str(junk)])
     assert result.exit_code == 2 and "cannot read public key" in result.output
 
 

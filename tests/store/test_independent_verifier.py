@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -50,12 +51,16 @@ def verify(run: Path, public_pem: bytes) -> list[str]:
     for blob in (run / "blobs" / "sha256").glob("*/*"):
         if h(blob.read_bytes()) != "sha256:" + blob.name or blob.parent.name != blob.name[:2]:
             problems.append(f"bad blob {blob.name}")
+    previous_seal = None
     for seal in sorted((run / "seals").glob("seal-*.json")):
         payload = dsse_payload(seal.read_bytes(), public_pem)
         count = payload["count"]
         assert isinstance(count, int)
         if count > len(records) or h(lines[count - 1]) != payload["chain_head"]:
             problems.append(f"seal {seal.name} does not match")
+        if payload["prev_seal"] != previous_seal:  # format 2: seals are chained
+            problems.append(f"seal {seal.name} does not follow the seal before it")
+        previous_seal = h(seal.read_bytes())
     statement = dsse_payload((run / "attestation.intoto.jsonl").read_bytes(), public_pem)
     subjects = {s["name"]: s["digest"]["sha256"] for s in statement["subject"]}  # type: ignore[attr-defined]
     (journal_name,) = [name for name in subjects if name.startswith("journal.jsonl@")]
@@ -108,3 +113,228 @@ def test_any_flipped_bit_in_a_signed_journal_fails_the_audit(
     path.write_bytes(bytes(data))
     report = audit_store(run.path, keys.public)
     assert not report.ok, f"a flip at byte {int(where * len(data))} went unnoticed"
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop checks, from "Re-rendering prompts" and "Request bodies" in docs/format.md alone:
+# jinja2 with the settings the page gives, the page's label filter, its rule for which template
+# is the system message, its blob formats and its per-API body rules. No project code is used.
+
+
+def page_label(index: int) -> str:
+    """The page's proof label: 0 -> A, 25 -> Z, 26 -> AA (bijective base 26)."""
+    label, number = "", index + 1
+    while number:
+        number, rest = divmod(number - 1, 26)
+        label = chr(65 + rest) + label
+    return label
+
+
+def canonical(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def read_blob(run: Path, digest: str) -> bytes:
+    hex_ = digest.removeprefix("sha256:")
+    data = (run / "blobs" / "sha256" / hex_[:2] / hex_).read_bytes()
+    assert h(data) == digest
+    return data
+
+
+def render_from_page(run: Path, built: dict[str, object]) -> bytes:
+    import jinja2
+
+    manifest = json.loads((run / "MANIFEST.json").read_bytes())
+    used = built["templates"]
+    assert isinstance(used, dict)
+    sources = {name: read_blob(run, manifest["templates"][name]).decode() for name in used}
+    env = jinja2.Environment(
+        loader=jinja2.DictLoader(sources),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=False,
+    )
+    env.filters["proof_label"] = page_label
+    mains = [name for name in used if not name.rsplit("/", 1)[-1].startswith("_")]
+    (system,) = [name for name in mains if name.endswith("system.j2")]
+    (user,) = [name for name in mains if name.endswith("user.j2")]
+    inputs_link = built["inputs"]
+    assert isinstance(inputs_link, dict)
+    context = json.loads(read_blob(run, inputs_link["blob"]))
+    messages = [
+        [role, env.get_template(name).render(context).strip("\n") + "\n"]
+        for role, name in (("system", system), ("user", user))
+    ]
+    return canonical(messages)
+
+
+def page_float(value: float) -> str:
+    """The page's float form: shortest round-trip digits, plain decimal for 1e-5 <= |x| < 1e16,
+    else ``<digits>e<sign><exponent>`` without padding."""
+    digits = repr(value)  # Python's shortest round-trip digits
+    if value == 0 or 1e-5 <= abs(value) < 1e16:
+        return digits if "e" not in digits else format(Decimal(digits), "f")
+    mantissa, _, exponent = digits.partition("e")
+    return f"{mantissa}e{exponent[0]}{int(exponent[1:])}"
+
+
+def page_body_json(value: object) -> str:
+    """The page's body encoding: canonical JSON except for the float form it gives."""
+    if isinstance(value, float):
+        return page_float(value)
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return (
+            "{"
+            + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{page_body_json(v)}" for k, v in items)
+            + "}"
+        )
+    if isinstance(value, list):
+        return "[" + ",".join(page_body_json(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def body_from_page(api: str, messages: list[list[str]], params: dict[str, object]) -> bytes:
+    body: dict[str, object] = {"model": params["model"], "stream": params["stream"]}
+    optional = {"temperature": params["temperature"], "top_p": params["top_p"]}
+    reasoning = params["reasoning"]
+    if api == "chat":
+        body["messages"] = [{"role": role, "content": text} for role, text in messages]
+        body["max_tokens"] = params["max_tokens"]
+        if params["stream"]:
+            body["stream_options"] = {"include_usage": True}
+        optional.update(stop=params["stop"] or None, seed=params["seed"])
+        if reasoning is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": reasoning}
+    elif api == "responses":
+        body["input"] = [
+            {
+                "type": "message",
+                "role": role,
+                "content": [
+                    {"type": "output_text" if role == "assistant" else "input_text", "text": text}
+                ],
+            }
+            for role, text in messages
+        ]
+        body["max_output_tokens"] = params["max_tokens"]
+        body["store"] = False
+        if reasoning is not None:
+            body["reasoning"] = {"effort": "high" if reasoning else "minimal"}
+    else:
+        assert api == "anthropic"
+        system = "\n\n".join(text for role, text in messages if role == "system")
+        turns: list[dict[str, object]] = []
+        for role, text in messages:
+            if role == "system":
+                continue
+            blocks = [{"type": "text", "text": text}] if text else []
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"] += blocks  # type: ignore[operator]
+            else:
+                turns.append({"role": role, "content": blocks})
+        body["messages"] = turns
+        body["max_tokens"] = params["max_tokens"]
+        if system:
+            body["system"] = system
+        optional["stop_sequences"] = params["stop"] or None
+        if reasoning is True:
+            budget = max(1024, int(params["max_tokens"]) * 3 // 4)  # type: ignore[call-overload]
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        elif reasoning is False:
+            body["thinking"] = {"type": "disabled"}
+    body.update({key: value for key, value in optional.items() if value is not None})
+    assert not params["tools"] and params["tool_choice"] is None  # the loop offers no tools
+    for key, value in params["extra"]:  # type: ignore[attr-defined]
+        body[key] = value
+    return page_body_json(body).encode()
+
+
+def page_loop_problems(run: Path) -> tuple[int, int, list[str]]:
+    """(contexts checked, bodies checked, problems) for every context.built and llm.started."""
+    records = [json.loads(line) for line in (run / "journal.jsonl").read_bytes().splitlines()]
+    contexts: dict[str, dict[str, object]] = {}
+    problems: list[str] = []
+    bodies = 0
+    for record in records:
+        data = record["data"]
+        if record["type"] == "context.built":
+            contexts[data["call_id"]] = data
+            if render_from_page(run, data) != read_blob(run, data["messages"]["blob"]):
+                problems.append(f"prompt of {data['call_id']}")
+        elif record["type"] == "llm.started":
+            built = contexts[data["call_id"]]
+            link = built["messages"]
+            assert isinstance(link, dict)
+            messages = json.loads(read_blob(run, link["blob"]))
+            body = body_from_page(data["api"], messages, data["params"])
+            bodies += 1
+            if body != read_blob(run, data["request"]["blob"]):
+                problems.append(f"request of {data['call_id']} attempt {data['attempt']}")
+    return len(contexts), bodies, problems
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_prompts_and_request_bodies_re_made_from_the_page(tmp_path: Path, api: str) -> None:
+    from solver.testing.fake_endpoint import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    # No proof is ever accepted: every role of the solve phase gets its turn, the selector too.
+    with FakeEndpoint(scripts.never_accepted) as fake:
+        run = solve(fake, tmp_path, api=api, candidates=2).run_dir
+    contexts, bodies, problems = page_loop_problems(run)
+    assert problems == []
+    assert contexts >= 5 and bodies >= contexts
+    roles_seen = {
+        json.loads(line)["data"]["role"]
+        for line in (run / "journal.jsonl").read_bytes().splitlines()
+        if b'"type":"context.built"' in line
+    }
+    assert {"generator", "verifier", "reviewer", "reviser", "selector", "grader"} <= roles_seen
+
+
+def test_the_page_s_renderer_notices_a_prompt_made_from_other_inputs(tmp_path: Path) -> None:
+    from solver.testing.fake_endpoint import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    with FakeEndpoint(scripts.fix_after_finding) as fake:
+        run = solve(fake, tmp_path, candidates=1).run_dir
+    records = [json.loads(line) for line in (run / "journal.jsonl").read_bytes().splitlines()]
+    verifiers = [
+        r["data"]
+        for r in records
+        if r["type"] == "context.built" and r["data"]["role"] == "verifier"
+    ]
+    first, other = verifiers[0], verifiers[-1]
+    assert first["inputs"] != other["inputs"]
+    recorded = read_blob(run, first["messages"]["blob"])
+    assert render_from_page(run, first) == recorded
+    assert render_from_page(run, {**first, "inputs": other["inputs"]}) != recorded
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0, 0.00001, 2.5e-7, 1e-6, 0.000012, 1e16, 1.5e300])
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_the_page_s_float_form_is_the_encoder_s(api: str, temperature: float) -> None:
+    # The one place the page is checked against the project's code: its body encoder.
+    from solver.llm import Message, encode_request, request_from_params
+
+    params: dict[str, object] = {
+        "model": "m",
+        "max_tokens": 100,
+        "temperature": temperature,
+        "top_p": None,
+        "stop": [],
+        "seed": None,
+        "reasoning": None,
+        "tools": [],
+        "tool_choice": None,
+        "stream": True,
+        "extra": [["x_extra", {"b": temperature, "a": "é"}]],
+    }
+    messages = [["system", "S"], ["user", "U ∎"]]
+    request = request_from_params(tuple(Message.text(r, t) for r, t in messages), params)  # type: ignore[arg-type]
+    assert body_from_page(api, messages, params) == encode_request(api, request)  # type: ignore[arg-type]

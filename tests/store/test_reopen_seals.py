@@ -69,7 +69,10 @@ def test_finished_run_killed_before_its_attestation_gets_one_naming_the_last_sea
     last_seal = max((run_dir / "seals").iterdir())
     byproducts = statement(run_dir)["predicate"]["runDetails"]["byproducts"]
     named = {b["name"]: "sha256:" + b["digest"]["sha256"] for b in byproducts}
-    assert named["last-seal"] == sha256_tag(last_seal.read_bytes())
+    # Format 2 names the last seal by its file, with the number of seals before it.
+    assert named[f"seals/{last_seal.name}"] == sha256_tag(last_seal.read_bytes())
+    (entry,) = [b for b in byproducts if b["name"].startswith("seals/")]
+    assert entry["annotations"]["seals"] == types_of(run_dir).count("seal")
 
 
 def test_reopened_run_sealed_at_its_end_adds_no_seal(tmp_path: Path, keys: Keys) -> None:

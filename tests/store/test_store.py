@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import socket
@@ -52,7 +53,7 @@ def test_create_writes_a_canonical_masked_manifest_and_record_zero(tmp_path: Pat
         assert raw == canonical_json(json.loads(raw))
         assert b"sk-never-logged" not in raw
         assert store.manifest["config"]["api_key"] == "***"
-        assert store.manifest["format"] == "solver-run/1"
+        assert store.manifest["format"] == "solver-run/2"
         assert uuid.UUID(store.manifest["run_id"]).version == 7
         (first,) = list(store.records())
     assert first.type == "run.created" and first.seq == 0
@@ -232,7 +233,7 @@ def test_open_refuses_a_broken_chain_naming_the_seq(tmp_path: Path) -> None:
         list(RunReader(run.path).records())
     lines[2] = b"garbage\n"
     write_lines(run.path, lines)
-    with pytest.raises(CorruptionError, match="line 3 is not a record") as caught:
+    with pytest.raises(CorruptionError, match="line 2 is not a record") as caught:
         RunStore.open(run.path)
     assert caught.value.seq == 2
     with pytest.raises(CorruptionError, match="seq 2"):
@@ -424,3 +425,22 @@ def test_a_failed_reopen_releases_everything(tmp_path: Path) -> None:
     assert RunReader(run_dir).lock_holder() is None
     (run_dir / "quarantine").unlink()
     RunStore.open(run_dir).close()
+
+
+def test_open_refuses_a_store_record_of_an_unknown_version(tmp_path: Path) -> None:
+    run = build_run(tmp_path / "run")
+    lines = journal_lines(run.path)
+    record = json.loads(lines[0])
+    record["v"] = 2
+    lines[0] = canonical_json(record) + b"\n"
+    # re-chain the rest so only the version is wrong
+    prev = "sha256:" + hashlib.sha256(lines[0][:-1]).hexdigest()
+    for index in range(1, len(lines)):
+        item = json.loads(lines[index])
+        item["prev"] = prev
+        lines[index] = canonical_json(item) + b"\n"
+        prev = "sha256:" + hashlib.sha256(lines[index][:-1]).hexdigest()
+    write_lines(run.path, lines)
+    with pytest.raises(CorruptionError, match=r"run\.created v2 is not a version") as caught:
+        RunStore.open(run.path)
+    assert caught.value.seq == 0 and exit_code_for(caught.value) == 65

@@ -65,8 +65,8 @@ def test_edited_journal_line_names_the_line(signed_run: BuiltRun) -> None:
     write_lines(signed_run.path, lines)
     report = audit_store(signed_run.path)
     chain = [c for c in failures(report) if c.name == "chain"]
-    assert chain[0].where == "journal.jsonl line 5 (seq 4)"
-    assert "line 4" in chain[0].detail
+    assert chain[0].where == "journal.jsonl line 4 (seq 4)"
+    assert "line 3" in chain[0].detail
 
 
 def test_deleted_journal_line_is_found(signed_run: BuiltRun) -> None:
@@ -74,7 +74,7 @@ def test_deleted_journal_line_is_found(signed_run: BuiltRun) -> None:
     del lines[2]
     write_lines(signed_run.path, lines)
     chain = [c for c in failures(audit_store(signed_run.path)) if c.name == "chain"]
-    assert chain[0].where == "journal.jsonl line 3 (seq 3)"
+    assert chain[0].where == "journal.jsonl line 2 (seq 3)"
     assert "seq 3 where 2 was expected" in chain[0].detail
 
 
@@ -83,8 +83,8 @@ def test_swapped_journal_lines_are_found(signed_run: BuiltRun) -> None:
     lines[2], lines[3] = lines[3], lines[2]
     write_lines(signed_run.path, lines)
     chain = [c for c in failures(audit_store(signed_run.path)) if c.name == "chain"]
-    assert chain[0].where == "journal.jsonl line 3 (seq 3)"
-    assert chain[1].where == "journal.jsonl line 4 (seq 2)"
+    assert chain[0].where == "journal.jsonl line 2 (seq 3)"
+    assert chain[1].where == "journal.jsonl line 3 (seq 2)"
 
 
 def test_duplicated_journal_line_is_found(signed_run: BuiltRun) -> None:
@@ -92,7 +92,7 @@ def test_duplicated_journal_line_is_found(signed_run: BuiltRun) -> None:
     lines.insert(3, lines[2])
     write_lines(signed_run.path, lines)
     chain = [c for c in failures(audit_store(signed_run.path)) if c.name == "chain"]
-    assert chain[0].where == "journal.jsonl line 4 (seq 2)"
+    assert chain[0].where == "journal.jsonl line 3 (seq 2)"
     assert "duplicated" in chain[0].detail
 
 
@@ -126,7 +126,7 @@ def test_replaced_manifest_is_found(signed_run: BuiltRun) -> None:
     bad = [c for c in failures(report) if c.name == "manifest"]
     assert bad[0].where == "MANIFEST.json"
     assert "replaced" in bad[0].detail
-    assert any(c.where == "journal.jsonl line 1 (seq 0)" for c in failures(report))
+    assert any(c.where == "journal.jsonl line 0 (seq 0)" for c in failures(report))
 
 
 def test_removed_blob_names_the_records_that_need_it(signed_run: BuiltRun) -> None:
@@ -159,7 +159,7 @@ def test_record_repointed_to_another_valid_blob_is_found(signed_run: BuiltRun) -
     lines[3] = _edit_data(lines[3], messages=signed_run.request.as_ref())
     write_lines(signed_run.path, lines)
     bad = [c for c in failures(audit_store(signed_run.path)) if c.name == "chain"]
-    assert bad[0].where == "journal.jsonl line 5 (seq 4)"
+    assert bad[0].where == "journal.jsonl line 4 (seq 4)"
 
 
 def test_edited_final_file_is_found(signed_run: BuiltRun) -> None:
