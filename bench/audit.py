@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from solver.audit import audit_run, default_checks, store_checks  # noqa: E402
-from solver.audit.base import checks as audit_module  # noqa: E402
+from solver.audit import base as audit_module  # noqa: E402
 from solver.store import RunStore, canonical_json  # noqa: E402
 from solver.store.blobs import BlobStore  # noqa: E402
 from solver.store.journal import line_hash  # noqa: E402
