@@ -51,7 +51,7 @@ from solver.llm.events import (
     ToolSpec,
     Usage,
 )
-from solver.llm.fold import Folder, fold_events
+from solver.llm.fold import Folder, fold_events, split_orphan_think
 from solver.llm.normalize import RUNAWAY_WHITESPACE
 from solver.llm.probe import estimate_prompt_tokens, parse_server_info
 from solver.llm.types import (
@@ -128,4 +128,5 @@ __all__ = [
     "request_params",
     "retry_after_seconds",
     "retryable_status",
+    "split_orphan_think",
 ]

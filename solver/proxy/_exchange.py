@@ -29,8 +29,14 @@ from typing import Any
 from starlette.types import Receive, Send
 
 from solver.llm import Deadlines as AttemptDeadlines
-from solver.llm import ReasoningSignature, StreamDecoder, StreamEvent, Usage, Watchdog
-from solver.llm.fold import split_orphan_think
+from solver.llm import (
+    ReasoningSignature,
+    StreamDecoder,
+    StreamEvent,
+    Usage,
+    Watchdog,
+    split_orphan_think,
+)
 
 from . import _upstream
 from ._config import Provider

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
-from solver.llm.events import (
+from solver.llm import (
     Finish,
     ReasoningDelta,
     ReasoningSignature,
