@@ -250,3 +250,41 @@ def test_bytes_arriving_on_an_idle_connection_retire_it() -> None:
         server.close()
 
     asyncio.run(main())
+
+
+def test_a_written_request_is_never_sent_again() -> None:
+    """The upstream reads the second request on a kept-alive connection and closes without
+    answering: that is the request's error, not a reason to send the generation twice."""
+    seen: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+                seen.append(await reader.readexactly(length))
+                if len(seen) > 1:
+                    break  # read, then hang up without a word
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = _pool()
+        first = await pool.post(f"http://127.0.0.1:{port}/", {}, b"one")
+        assert await first.aread() == b"hi"
+        await first.aclose()
+        await _settle()
+        with pytest.raises(Http1Error) as failed:
+            await pool.post(f"http://127.0.0.1:{port}/", {}, b"two")
+        await asyncio.sleep(0.05)
+        assert seen == [b"one", b"two"]  # not sent again on a fresh connection
+        assert "before answering" in str(failed.value)
+        await pool.aclose()
+        server.close()
+
+    asyncio.run(main())
