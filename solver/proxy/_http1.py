@@ -35,7 +35,12 @@ from solver.errors import EndpointUnavailable
 
 _HEAD_LIMIT = 1 << 20  # bytes of status line and headers, interim answers included
 _HIGH_WATER = 1 << 20  # unread body bytes above which the socket stops being read
-_IDLE_MAX = 4.0  # seconds a connection may idle in the pool (servers close theirs after ~5)
+# Seconds a connection may idle in the pool. A server closing an idle connection races a new
+# request on it, and a written request is never sent again, so the pool lets go first: local
+# model servers run uvicorn, which closes after 5 s; for a hosted API over TLS a fresh
+# handshake adds its round trips to the time to first token, so its connections are kept
+# longer (a server that closes one sooner sends a FIN, which retires it while it idles).
+_IDLE_MAX = {"http": 4.0, "https": 30.0}
 _MAX_IDLE = 64
 
 
@@ -350,9 +355,10 @@ class Http1Pool:
     def _take_idle(self, key: tuple[str, str, int]) -> _Connection | None:
         idle = self._idle.get(key)
         now = asyncio.get_running_loop().time()
+        longest = _IDLE_MAX.get(key[0], 4.0)
         while idle:
             connection = idle.pop()
-            if connection.usable and now - connection.idle_since < _IDLE_MAX:
+            if connection.usable and now - connection.idle_since < longest:
                 return connection
             connection.close()
         return None
