@@ -33,6 +33,12 @@ class RoleSettings(_Section):
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     max_tokens: int = Field(default=256_000, ge=1)
     reasoning: bool | None = None
+    # Another endpoint (and model family) for this role; None: the run's own endpoint.
+    endpoint: str | None = None
+    api: ApiName | None = None  # default: the run's api
+    model: str | None = None  # default: what that endpoint serves
+    # The name of the environment variable holding that endpoint's key (never the key).
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def _default_roles() -> dict[str, RoleSettings]:
@@ -75,6 +81,18 @@ class Retry(_Section):
 class Grading(_Section):
     evaluation_graders: int = Field(default=1, ge=1, le=15, description="independent graders")
     reconcile_spread: int = Field(default=2, ge=0, le=7, description="spread that reconciles")
+    reconcile: Literal["rejudge", "off"] = Field(
+        default="rejudge", description="graders re-grade with the others' judgments in view"
+    )
+    aggregation: Literal["min", "median", "mean"] = Field(
+        default="min", description="how graders' grades make the evaluation grade"
+    )
+    scale: Literal["points", "proofbench"] = Field(
+        default="points", description="0-7 points, or IMO-ProofBench's 7/6/1/0"
+    )
+    draft_scheme: bool = Field(
+        default=True, description="draft a marking scheme when a problem has no guidelines"
+    )
 
 
 class Settings(_Section):
@@ -104,6 +122,9 @@ class Settings(_Section):
             data["api_key"] = "***"
         if self.endpoint is not None:
             data["endpoint"] = mask_url(self.endpoint)
+        for role in data.get("roles", {}).values():
+            if role.get("endpoint"):
+                role["endpoint"] = mask_url(role["endpoint"])
         return data
 
 

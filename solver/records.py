@@ -378,6 +378,14 @@ class ManifestEndpoint(_ManifestPart):
     gguf_sha256: str | None = None  # the embedded model's file, when source is local
 
 
+class ManifestRoleEndpoint(_ManifestPart):
+    """The endpoint of a role served apart from the run's (graders of another model family)."""
+
+    url: str  # masked: user info and query values replaced by ***
+    api: Api
+    model: str | None = None
+
+
 class ManifestModel(_ManifestPart):
     requested: str | None
 
@@ -418,6 +426,8 @@ class Manifest(_ManifestPart):
     network: ManifestNetwork
     signing: ManifestSigning | None = None  # added by the store for a signed run
     given_proof: str | None = None  # a grading-only run's proof (`solver eval calibrate`)
+    # Policy key -> its own endpoint, for the roles configured with one (absent: none).
+    role_endpoints: dict[str, ManifestRoleEndpoint] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=True)

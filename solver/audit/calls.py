@@ -2,10 +2,11 @@
 ``prompts`` and ``network`` checks live in ``audit_prompts`` and ``audit_network``).
 
 - calls: every attempt started has exactly one outcome; every call planned has one ending.
-- isolation: the manifest's policy is this solver's policy and no call offered tools; every
-  input of every call is of a kind the policy allows its role, is exactly the artifact it
-  names, and reference material reached only evaluation graders after the solve phase; proofs
-  and reports are re-derived from the raw responses, so no reasoning or self-assessment can
+- isolation: the manifest's policy allows no role more than this solver's policy and no call
+  offered tools; every input of every call is of a kind the policy allows its role, is exactly
+  the artifact it names, and reference material (a drafted marking scheme included) reached
+  only evaluation calls after the solve phase; proofs, reports, marking schemes and graders'
+  judgments are re-derived from the raw responses, so no reasoning or self-assessment can
   hide in them; the derived inputs (a reviser's confirmed findings, a selector's anonymised
   proofs) are rebuilt from the journal by the loop's own code and must match byte for byte.
 """
@@ -29,10 +30,12 @@ from solver.loop.contexts import ContextBuilder
 from solver.loop.state import CallState, RunState
 from solver.problems.files import Problem
 from solver.records import parse_loop_record
-from solver.roles import verifier
+from solver.roles import rubric_writer, verifier
 from solver.store import BlobRef, Record, RunStore
 
-REFERENCE_KINDS = ("reference_solution", "grading_guidelines")
+# Material from the organisers, or drafted from it: evaluation calls only, after the solve phase.
+REFERENCE_KINDS = ("reference_solution", "grading_guidelines", "marking_scheme")
+REDERIVED_KINDS = ("proof_text", "verification_report", "marking_scheme", "grader_judgments")
 TERMINAL_ATTEMPT = ("llm.completed", "llm.failed", "llm.abandoned")
 TERMINAL_CALL = ("call.completed", "call.failed", "call.cancelled")
 
@@ -98,10 +101,13 @@ def _field_matches(value: Any, links: list[dict[str, Any]], texts: dict[str, byt
         return len(links) == 1 and digest_of(value.encode()) == links[0]["blob"]
     if isinstance(value, list):
         if len(links) == 1 and links[0]["blob"] in texts:
+            # One artifact holding the whole list as JSON (a selector's proofs), or a list of
+            # one text (a re-judging grader's one other judgment): either matches.
             try:
-                return bool(json.loads(texts[links[0]["blob"]]) == value)
+                if json.loads(texts[links[0]["blob"]]) == value:
+                    return True
             except ValueError:
-                return False
+                pass
         return [digest_of(str(v).encode()) for v in value] == [link["blob"] for link in links]
     return value is None and not links
 
@@ -147,6 +153,10 @@ def _derivation_ok(
         return False
     if artifact["kind"] == "proof_text":
         return roles.extract_proof(text).proof.encode() == content
+    if artifact["kind"] == "marking_scheme":
+        return rubric_writer.format_scheme(rubric_writer.parse(text)).encode() == content
+    if artifact["kind"] == "grader_judgments":
+        return (roles.strip_thinking(text).strip() or "(empty judgment)").encode() == content
     return verifier.format_report(verifier.parse(text)).encode() == content
 
 
@@ -258,7 +268,10 @@ def _policy_rows(ctx: AuditContext) -> list[Check]:
     if not declared and not records_of(ctx, "context.built"):
         return rows  # a run of the store alone: no role ever saw anything
     policy = {k: sorted(v) for k, v in (declared.get("policy") or {}).items()}
-    if policy != roles.isolation_policy_record():
+    current = roles.isolation_policy_record()
+    # A run made before a role (or an input kind) was added declares less than this solver
+    # allows, never more: each declared role must be allowed at most what it is allowed now.
+    if not policy or any(not set(kinds) <= set(current.get(k, ())) for k, kinds in policy.items()):
         rows.append(
             Check(
                 name="isolation",
@@ -305,7 +318,7 @@ def check_isolation(ctx: AuditContext) -> list[Check]:
             artifacts[data["artifact"]] = data
             content = read_blob(ctx, data["blob"]["blob"])
             texts[data["blob"]["blob"]] = content
-            if data["kind"] in ("proof_text", "verification_report") and data["producer"] in calls:
+            if data["kind"] in REDERIVED_KINDS and data["producer"] in calls:
                 derived += 1
                 if not _derivation_ok(ctx, attempts, data, content):
                     fail(

@@ -1,5 +1,7 @@
-"""Audit check ``network``: the peer address of every connection recorded is the allow-listed
-endpoint (for a run on the embedded model, or the port its session's probe reached)."""
+"""Audit check ``network``: the peer address of every connection recorded is an allow-listed
+endpoint (for a run on the embedded model, or the port its session's probe reached); a role
+with an endpoint of its own (graders of another model family) has it allow-listed, and its
+calls' connections went there."""
 
 from __future__ import annotations
 
@@ -63,6 +65,61 @@ def _moved_local_ports(
     return moved
 
 
+def _url_host_port(url: str) -> tuple[str, int] | None:
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    return ((parts.hostname or "").lower(), port) if parts.hostname else None
+
+
+def _routing_rows(ctx: AuditContext, allow_list: list[str]) -> list[Check]:
+    """A role served by an endpoint of its own (the manifest's ``role_endpoints``): that
+    endpoint is allow-listed, and every connection one of its calls opened went there."""
+    declared = ctx.manifest.get("role_endpoints")
+    if not isinstance(declared, dict) or not declared:
+        return []
+    rows: list[Check] = []
+    allowed = {p for p in (_host_port(a) for a in allow_list) if p is not None}
+    routes: dict[str, tuple[str, int]] = {}
+    for role, info in sorted(declared.items()):
+        target = _url_host_port(str((info or {}).get("url") or ""))
+        if target is None or target not in allowed:
+            rows.append(
+                Check(
+                    name="network",
+                    status="fail",
+                    detail=f"the endpoint of role {role} is not in the allow-list",
+                    where="MANIFEST.json",
+                )
+            )
+            continue
+        routes[role] = target
+    role_of = {
+        str(rec.data.get("call_id")): str(rec.data.get("role"))
+        for rec in records_of(ctx, "call.planned")
+    }
+    for rec in records_of(ctx, "net.connect"):
+        role = role_of.get(str(rec.data.get("call_id") or ""))
+        target = routes.get(role or "")
+        if target is None:
+            continue
+        peer = _host_port(str(rec.data.get("address") or ""))
+        if peer is None or _peer_allowed(peer, target) is False:
+            rows.append(
+                row_about(
+                    ctx,
+                    "network",
+                    "fail",
+                    f"a {role} call connected to {rec.data.get('address')}, not to its "
+                    f"role's endpoint {target[0]}:{target[1]}",
+                    rec,
+                )
+            )
+    return rows
+
+
 def check_network(ctx: AuditContext) -> list[Check]:
     """Judged on the peer address each connection reached (what the socket reports), not
     on the host the client meant to reach, which is the same constant in every record."""
@@ -102,6 +159,7 @@ def check_network(ctx: AuditContext) -> list[Check]:
                 "named by DNS; which addresses that name had cannot be checked offline",
             )
         )
+    rows += _routing_rows(ctx, allow_list)
     calls = records_of(ctx, "llm.started")
     if calls and not connects:
         # keep-alive can carry every call over one connection, but that connection was opened

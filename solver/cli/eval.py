@@ -13,7 +13,7 @@ import click
 
 from solver.cli.errors import reports_errors
 from solver.cli.run import run_interruptibly
-from solver.config import ResolvedSettings, resolve_settings
+from solver.config import ResolvedSettings, Settings, resolve_settings
 from solver.errors import Interrupted
 from solver.evaluation.calibrate import calibration_report, load_graded, write_calibration
 from solver.evaluation.evaluate import (
@@ -55,6 +55,22 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.IntRange(1, 15),
             help="G: independent graders of each final proof [default: "
             f"grading.evaluation_graders of the configuration file, else {EVAL_GRADERS}].",
+        ),
+        click.option(
+            "--aggregation",
+            type=click.Choice(["min", "median", "mean"]),
+            help="How graders' grades make the evaluation grade [grading.aggregation; min].",
+        ),
+        click.option(
+            "--reconcile",
+            type=click.Choice(["rejudge", "off"]),
+            help="When graders disagree, each re-grades with the others' judgments in view "
+            "[grading.reconcile; rejudge].",
+        ),
+        click.option(
+            "--scale",
+            type=click.Choice(["points", "proofbench"]),
+            help="0-7 points, or IMO-ProofBench's 7/6/1/0 [grading.scale; points].",
         ),
         click.option(
             "--concurrency-problems",
@@ -262,6 +278,9 @@ def run(
     max_wall: float | None,
     mapping: tuple[str, ...],
     graders: int | None,
+    aggregation: str | None,
+    reconcile: str | None,
+    scale: str | None,
     parallel: int,
     concurrency: int | None,
     out_dir: Path | None,
@@ -280,6 +299,8 @@ def run(
     problem_set = load_problem_set(set_path, mapping=parse_mapping(mapping) if mapping else None)
     for warning in problem_set.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if problem_set.mapping_note:
+        click.echo(f"note: {problem_set.mapping_note}", err=True)
     resolved = _resolve(
         config_file,
         endpoint=endpoint,
@@ -293,6 +314,9 @@ def run(
         budget__total_tokens=max_total_tokens,
         budget__wall_clock_s=max_wall,
         grading__evaluation_graders=graders,
+        grading__aggregation=aggregation,
+        grading__reconcile=reconcile,
+        grading__scale=scale,
     )
     out_dir = out_dir or Path("evals") / set_path.stem
     problems = list(problem_set.problems)
@@ -344,6 +368,7 @@ def run(
         "set": {"path": str(set_path), "digest": identity["digest"]},
         "runs": runs,
         "graders": graders,
+        "grading": grading_line(resolved.settings),
         "model": _served_model(results),
     }
     written = write_results(out_dir, summary, header)
@@ -377,6 +402,18 @@ def run(
     _exit_on_errors(results, as_json)
 
 
+def grading_line(settings: Settings) -> str:
+    """How the graders' grades became the evaluation grade, in one line for the header."""
+    grading = settings.grading
+    again = (
+        f"re-judged when they spread more than {grading.reconcile_spread}"
+        if grading.reconcile == "rejudge"
+        else "never re-judged"
+    )
+    scale = "ProofBench 7/6/1/0" if grading.scale == "proofbench" else "0-7 points"
+    return f"{grading.aggregation} of the graders' last grades ({again}); {scale}"
+
+
 @eval_group.command("calibrate")
 @click.argument("file", metavar="FILE", type=click.Path(path_type=Path))
 @_common
@@ -384,6 +421,9 @@ def run(
 def calibrate(
     file: Path,
     graders: int | None,
+    aggregation: str | None,
+    reconcile: str | None,
+    scale: str | None,
     parallel: int,
     concurrency: int | None,
     out_dir: Path | None,
@@ -405,6 +445,9 @@ def calibrate(
         api=api,
         concurrency=concurrency,
         grading__evaluation_graders=graders,
+        grading__aggregation=aggregation,
+        grading__reconcile=reconcile,
+        grading__scale=scale,
     )
     out_dir = out_dir or Path("evals") / f"calibrate-{file.stem}"
     identity = {"digest": file_digest(file), "items": [i.item for i in items]}

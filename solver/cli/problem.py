@@ -84,6 +84,8 @@ def set_info(path: Path, set_format: str, mappings: tuple[str, ...], as_json: bo
     )
     for warning in loaded.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if loaded.mapping_note:
+        click.echo(f"note: {loaded.mapping_note}", err=True)
     if as_json:
         summary = {
             "path": str(loaded.path),
@@ -96,6 +98,7 @@ def set_info(path: Path, set_format: str, mappings: tuple[str, ...], as_json: bo
                 1 for item in loaded if item.reference_solution is not None
             ),
             "warnings": list(loaded.warnings),
+            "mapping_note": loaded.mapping_note,
         }
         click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
         return

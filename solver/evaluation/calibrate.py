@@ -9,7 +9,9 @@ FILE is JSON Lines, one graded proof a line, in either shape:
   "max_points"?}``.
 
 Each proof is graded by a grading-only run (``OUT/<item>/``, no solve phase; G graders in
-evaluation mode, reconciled when they disagree), resumable like `solver eval`. Human grades on
+evaluation mode, re-judging when they disagree), resumable like `solver eval`. Agreement is
+reported for the configured aggregation and, from the same recorded grades, for each of
+minimum, median and mean, so choosing one needs no second grading. Human grades on
 another scale (``max_points``) are mapped to 0-7 before comparing.
 """
 
@@ -24,6 +26,7 @@ from pydantic import ValidationError
 
 from solver.evaluation.evaluate import JobResult
 from solver.evaluation.scores import FULL_GRADE, Agreement, agreement
+from solver.loop.grading import AGGREGATIONS, aggregate
 from solver.problems.files import Problem, read_checked_text
 from solver.store import write_atomic
 
@@ -128,6 +131,8 @@ def calibration_report(
                 # Graded, but no grade could be read: left out of the agreement, and said so.
                 "ungraded": finished and model is None,
                 "grader_scores": evaluation.get("scores", []),
+                # Each grader's last grade (re-judged or first): what every aggregation uses.
+                "final_grades": evaluation.get("final", evaluation.get("scores", [])),
                 "reconciled": bool(evaluation.get("reconciled")),
                 "status": done.status if done else "unfinished",
                 "error": done.error if done else "",
@@ -137,6 +142,23 @@ def calibration_report(
         if model is not None:
             pairs.append((graded.item, graded.human, float(model)))
     return (agreement(pairs) if pairs else None), rows
+
+
+def agreement_by_aggregation(rows: list[dict[str, Any]]) -> dict[str, Agreement | None]:
+    """Agreement with the humans had each aggregation made the grade, from the graders'
+    recorded grades: no proof is graded again to compare minimum, median and mean."""
+    out: dict[str, Agreement | None] = {}
+    for how in AGGREGATIONS:
+        pairs = []
+        for row in rows:
+            if row["status"] != "finished":
+                continue
+            grades = [g for g in row.get("final_grades") or [] if isinstance(g, int | float)]
+            score = aggregate(grades, how)
+            if score is not None:
+                pairs.append((str(row["item"]), float(row["human"]), float(score)))
+        out[how] = agreement(pairs) if pairs else None
+    return out
 
 
 def _fmt(value: float | None) -> str:
@@ -174,6 +196,26 @@ def calibration_markdown(
         for d in agreed.disagreements:
             lines.append(f"- {d.item}: human {d.human:g}, model {d.model:g} ({d.difference:+g})")
         lines.append("")
+    by_how = agreement_by_aggregation(rows)
+    if any(by_how.values()):
+        lines += [
+            "## Agreement per aggregation",
+            "",
+            "From the same recorded grades, had each aggregation made the grade:",
+            "",
+            "| aggregation | n | exact | within one | Pearson | Spearman | mean abs. diff. "
+            "| bias |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for how, a in by_how.items():
+            if a is None:
+                lines.append(f"| {how} | 0 | - | - | - | - | - | - |")
+                continue
+            lines.append(
+                f"| {how} | {a.n} | {a.exact:.1%} | {a.within_one:.1%} | {_fmt(a.pearson)} | "
+                f"{_fmt(a.spearman)} | {a.mean_abs_error:.2f} | {a.bias:+.2f} |"
+            )
+        lines.append("")
     lines += [
         "## Items",
         "",
@@ -206,6 +248,9 @@ def write_calibration(
         "format": CALIBRATION_FORMAT,
         **header,
         "agreement": agreed.to_json() if agreed else None,
+        "by_aggregation": {
+            how: a.to_json() if a else None for how, a in agreement_by_aggregation(rows).items()
+        },
         "items": rows,
     }
     json_path, md_path = out_dir / "calibration.json", out_dir / "calibration.md"

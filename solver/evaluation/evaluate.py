@@ -32,6 +32,7 @@ from typing import Any
 
 from solver.config import ResolvedSettings, Settings
 from solver.errors import InputError, SolverError, exit_code_for
+from solver.loop.capacity import SharedCapacity
 from solver.loop.engine import Progress
 from solver.loop.state import CallState, RunState
 from solver.problems.files import Problem
@@ -174,6 +175,10 @@ def run_settings(settings: Settings, *, solve: bool) -> dict[str, Any]:
     fixed: dict[str, Any] = {
         "graders": settings.grading.evaluation_graders,
         "reconcile_spread": settings.grading.reconcile_spread,
+        "reconcile": settings.grading.reconcile,
+        "aggregation": settings.grading.aggregation,
+        "scale": settings.grading.scale,
+        "draft_scheme": settings.grading.draft_scheme,
         "model": settings.model,
     }
     if solve:
@@ -285,6 +290,7 @@ async def drive_job(
     resolved: ResolvedSettings,
     argv: list[str],
     make_progress: ProgressFactory = quiet_progress,
+    capacity: SharedCapacity | None = None,
 ) -> JobResult:
     """Bring one run to its finish: read it if finished, resume it if started, else start it.
     An error of this run is returned, not raised, so the other runs go on."""
@@ -301,6 +307,7 @@ async def drive_job(
                 allow_model_change=False,
                 argv=argv,
                 make_progress=make_progress,
+                capacity=capacity,
             )
             return JobResult(job, "finished", outcome.result, resumed=True)
         if run_dir.is_dir() and not holds_only_create_leftovers(run_dir):
@@ -319,6 +326,7 @@ async def drive_job(
             on_created=lambda _: None,
             run_dir=run_dir,
             given_proof=job.given_proof,
+            capacity=capacity,
         )
         return JobResult(job, "finished", outcome.result)
     except asyncio.CancelledError:
@@ -347,15 +355,22 @@ async def drive_jobs(
     argv: list[str],
     on_result: Callable[[JobResult], None],
     monitor: EvalMonitor | None = None,
+    capacity: SharedCapacity | None = None,
 ) -> list[JobResult]:
-    """Drive every job, at most ``concurrency`` runs at once; ``on_result`` sees each end."""
+    """Drive every job, at most ``concurrency`` runs at once; ``on_result`` sees each end.
+
+    The set-level scheduler: the runs in progress share ``concurrency`` x the settings'
+    per-run concurrency model calls in flight (or ``capacity``'s slots). A run that reached
+    its accepted quota, or finished, gives its slots to the runs still solving instead of
+    holding a fixed share."""
     gate = asyncio.Semaphore(concurrency)
+    shared = capacity or SharedCapacity(concurrency * resolved.settings.concurrency)
 
     async def one(job: Job) -> JobResult:
         label = f"{job.key} run {job.run}"
         async with gate:
             factory = monitor.factory(label) if monitor else quiet_progress
-            result = await drive_job(job, resolved, argv, factory)
+            result = await drive_job(job, resolved, argv, factory, shared)
         if monitor is not None:
             monitor.ended(label)
         on_result(result)

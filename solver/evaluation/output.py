@@ -1,4 +1,5 @@
-"""The outputs of `solver eval`: results.json, results.md and the results.png chart."""
+"""The outputs of `solver eval`: results.json, results.md (and the same as results.html) and
+the results.png chart."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from solver.evaluation.page import results_page
 from solver.evaluation.scores import EvalSummary, ProblemSummary, RunScore, Spread
 from solver.store import write_atomic
 
@@ -14,8 +16,10 @@ RESULTS_FORMAT = "solver-eval-results/1"
 PLOT_FIX = "pip install 'matplotlib>=3.8'"
 NO_MATPLOTLIB = f"matplotlib is not installed: {PLOT_FIX}"
 POLICY = {
-    "rubric": "the evaluation grade (0-7, median of the graders, or the reconciliation grader's "
-    "when their grades spread more than the configured limit), scaled to the problem's points",
+    "rubric": "the evaluation grade (0-7; each grader's last grade, re-judged with the other "
+    "graders' judgments in view when the first grades spread more than the configured limit, "
+    "aggregated as the header's grading.aggregation says; on the ProofBench scale one of "
+    "7/6/1/0), scaled to the problem's points",
     "strict": "the problem's full points for a complete proof (evaluation grade 7), else 0",
     "no_proof": "a run without a final proof scores 0 under both",
     "ungraded": "a final proof whose grade could not be read (graders truncated or unparsed) "
@@ -63,6 +67,10 @@ def results_json(summary: EvalSummary, header: dict[str, Any]) -> dict[str, Any]
             "strict": spread_json(summary.strict_total),
             "rubric": spread_json(summary.rubric_total),
         },
+        "grader_totals": [
+            {"grader": k + 1, "rubric_total": spread_json(total)}
+            for k, total in enumerate(summary.grader_totals())
+        ],
         "unfinished": [
             {"problem": r.problem_id, "run": r.run, "status": r.status, "error": r.error}
             for r in summary.unfinished
@@ -78,6 +86,30 @@ def _cell(run: RunScore) -> str:
     reconciled = "*" if run.reconciled else ""
     answer = f", answer {run.answer}" if run.answer else ""
     return f"{_num(run.rubric)}/{run.points}{reconciled} ({run.strict}){note}{answer}"
+
+
+def _grades_text(grades: tuple[int | None, ...]) -> str:
+    return ", ".join("-" if g is None else str(g) for g in grades) or "-"
+
+
+def _grading_rows(summary: EvalSummary) -> list[str]:
+    """One row per finished run: every grader's first and re-judged grade and the aggregate."""
+    lines = [
+        "| problem | run | graders | re-judged | aggregate | rubric | strict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in summary.problems:
+        for r in p.finished:
+            rejudged = _grades_text(r.rejudged) if r.reconciled and r.rejudged else "-"
+            if r.reconciled and not r.rejudged:
+                rejudged = "(one reconciling grader)"
+            how = f" ({r.aggregation})" if r.aggregation else ""
+            grade = "ungraded" if r.ungraded else "-" if r.grade is None else _num(r.grade)
+            lines.append(
+                f"| {p.problem_id} | {r.run} | {_grades_text(r.grader_scores)} | {rejudged} | "
+                f"{grade}{how} | {_num(r.rubric)}/{r.points} | {r.strict}/{r.points} |"
+            )
+    return lines
 
 
 def _runs_text(runs: list[RunScore]) -> str:
@@ -105,7 +137,7 @@ def results_markdown(summary: EvalSummary, header: dict[str, Any]) -> str:
         "",
         f"{len(summary.problems)} problems, {summary.runs} run(s) each, "
         f"{header['graders']} grader(s) per final proof; model {header.get('model') or '-'}.",
-        "",
+        *([f"Grading: {header['grading']}.", ""] if header.get("grading") else [""]),
         f"- rubric total: {_spread_text(summary.rubric_total, top)}",
         f"- strict total: {_spread_text(summary.strict_total, top)}",
         *(
@@ -135,8 +167,21 @@ def results_markdown(summary: EvalSummary, header: dict[str, Any]) -> str:
     lines += [
         "",
         "Each cell: rubric score/points (strict score); * = the graders disagreed by more "
-        "than the limit and a reconciliation grader decided; ungraded = the final proof's "
-        "grade could not be read, counted as 0.",
+        "than the limit and re-judged (or, in older runs, a reconciliation grader decided); "
+        "ungraded = the final proof's grade could not be read, counted as 0.",
+        "",
+        "## Grades",
+        "",
+        *_grading_rows(summary),
+        "",
+        "## Graders",
+        "",
+        "The rubric total had one grader's last grade alone been counted:",
+        "",
+        *[
+            f"- grader {k + 1}: {_spread_text(total, summary.max_total)}"
+            for k, total in enumerate(summary.grader_totals())
+        ],
         "",
         "## Grading policy",
         "",
@@ -232,5 +277,8 @@ def write_results(out_dir: Path, summary: EvalSummary, header: dict[str, Any]) -
     json_path = out_dir / "results.json"
     md_path = out_dir / "results.md"
     write_atomic(json_path, json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
-    write_atomic(md_path, results_markdown(summary, header).encode())
+    markdown = results_markdown(summary, header)
+    write_atomic(md_path, markdown.encode())
+    page = results_page(markdown, None if note else png_path.name)
+    write_atomic(out_dir / "results.html", page.encode())
     return Written(json_path, md_path, None if note else png_path, note)

@@ -3,8 +3,9 @@
 Two grading policies are reported side by side, since a partial-credit score and a
 completion score answer different questions (docs/eval.md):
 
-- rubric: the evaluation grade of the run's final proof (0-7, from the graders in evaluation
-  mode, reconciled when they disagree), scaled to the problem's points;
+- rubric: the evaluation grade of the run's final proof (0-7: the graders' grades in evaluation
+  mode, re-judged when they disagree, aggregated by the minimum, the median or the mean; on
+  the ProofBench scale one of 7/6/1/0), scaled to the problem's points;
 - strict: the full points only for a complete proof (an evaluation grade of 7), otherwise 0,
   the completion standard of the IMO 2026 audits, where no partial credit is manufactured.
 
@@ -31,9 +32,11 @@ class RunScore:
     status: str  # finished | unfinished | error
     points: int  # the problem's maximum
     outcome: str | None = None
-    grade: int | None = None  # the evaluation grade, 0-7
-    grader_scores: tuple[int | None, ...] = ()
+    grade: float | None = None  # the evaluation grade, 0-7 (a mean of grades may be fractional)
+    grader_scores: tuple[int | None, ...] = ()  # each grader's first grade
+    rejudged: tuple[int | None, ...] = ()  # each grader's second grade, when it re-judged
     reconciled: bool = False
+    aggregation: str | None = None  # how the graders' last grades made ``grade``
     answer: str | None = None  # the short-answer check's verdict, for sets with answers
     tokens: int = 0
     wall_s: float = 0.0
@@ -59,6 +62,12 @@ class RunScore:
     def strict(self) -> int:
         return self.points if self.grade == FULL_GRADE else 0
 
+    def last_grade(self, k: int) -> int | None:
+        """Grader ``k``'s last grade: its re-judged one when it gave one, else its first."""
+        second = self.rejudged[k] if k < len(self.rejudged) else None
+        first = self.grader_scores[k] if k < len(self.grader_scores) else None
+        return second if second is not None else first
+
     def to_json(self) -> dict[str, Any]:
         return {
             "problem": self.problem_id,
@@ -69,7 +78,9 @@ class RunScore:
             "grade": self.grade,
             "ungraded": self.ungraded,
             "grader_scores": list(self.grader_scores),
+            "rejudged": list(self.rejudged),
             "reconciled": self.reconciled,
+            "aggregation": self.aggregation,
             "answer": self.answer,
             "points": self.points,
             "rubric": self.rubric,
@@ -96,18 +107,34 @@ def score_from_result(
         status="finished",
         points=points,
         outcome=result.get("outcome"),
-        grade=int(grade)
-        if isinstance(grade, int | float) and not isinstance(grade, bool)
-        else None,
-        grader_scores=tuple(
-            int(g) if isinstance(g, int | float) else None for g in evaluation.get("scores") or ()
-        ),
+        grade=_grade(grade),
+        grader_scores=_grades(evaluation.get("scores")),
+        rejudged=_grades(evaluation.get("rejudged")),
         reconciled=bool(evaluation.get("reconciled")),
+        aggregation=evaluation.get("aggregation"),
         answer=(result.get("answer_check") or {}).get("verdict"),
         tokens=int((result.get("tokens") or {}).get("total", 0)),
         wall_s=float(result.get("wall_s") or 0.0),
         has_proof=has_proof,
     )
+
+
+def _grade(value: object) -> float | None:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def _grades(values: object) -> tuple[int | None, ...]:
+    if not isinstance(values, list | tuple):
+        return ()
+    return tuple(
+        int(g) if isinstance(g, int | float) and not isinstance(g, bool) else None for g in values
+    )
+
+
+def _points_of(run: RunScore, grade: float | None) -> float:
+    return 0.0 if grade is None or not run.has_proof else grade * run.points / FULL_GRADE
 
 
 @dataclass(frozen=True)
@@ -186,6 +213,22 @@ class EvalSummary:
     @property
     def rubric_total(self) -> Spread | None:
         return spread([t.rubric for t in self.complete_totals])
+
+    @property
+    def grader_count(self) -> int:
+        return max((len(r.grader_scores) for p in self.problems for r in p.runs), default=0)
+
+    def grader_totals(self) -> list[Spread | None]:
+        """Per grader (by position): the set's rubric total over the complete runs had that
+        grader's last grade alone counted; what each model family would have reported."""
+        out: list[Spread | None] = []
+        for k in range(self.grader_count):
+            totals = []
+            for total in self.complete_totals:
+                runs = [p.runs[total.run - 1] for p in self.problems]
+                totals.append(round(sum(_points_of(r, r.last_grade(k)) for r in runs), 3))
+            out.append(spread(totals))
+        return out
 
     @property
     def unfinished(self) -> list[RunScore]:

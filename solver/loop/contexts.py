@@ -24,12 +24,26 @@ from solver.llm import Completion
 from solver.loop.policy import selection_pool
 from solver.loop.state import CallState, RunState, confirmed_findings, findings_of
 from solver.problems.files import Problem
-from solver.records import ArtifactPut, BlobLink, Facts, InputLink, NoFacts, NotUsedFacts
-from solver.roles import grader, reviewer, reviser, selector, verifier
+from solver.records import (
+    ArtifactPut,
+    BlobLink,
+    Facts,
+    GradeFacts,
+    InputLink,
+    NoFacts,
+    NotUsedFacts,
+)
+from solver.roles import grader, reviewer, reviser, rubric_writer, selector, verifier
 from solver.store import BlobRef, RunStore
 
 # A cautious bytes-per-token ratio for budget estimates (English and LaTeX run nearer four).
 BYTES_PER_TOKEN = 3
+# The organisers' material each evaluation role is shown when the run has it.
+_MATERIAL: dict[str, tuple[str, ...]] = {
+    "grader:evaluation": ("reference_solution", "grading_guidelines", "marking_scheme"),
+    "grader:rejudge": ("reference_solution", "grading_guidelines", "marking_scheme"),
+    "grader:reconcile": ("reference_solution", "grading_guidelines"),
+}
 
 
 def tokens_estimate(size: int) -> int:
@@ -137,6 +151,7 @@ class ContextBuilder:
             "grader",
             "grader:evaluation",
             "grader:reconcile",
+            "grader:rejudge",
         ):
             version = int(call.target) if role == "reviser" and call.target else call.version
             proof = self._proof_artifact(call.lineage, version)
@@ -148,12 +163,24 @@ class ContextBuilder:
             links["verification_report"] = [self._link("verification_report", report)]
         elif role == "reviser":
             new.append(self._confirmed_findings_artifact(call))
-        if role in ("grader:evaluation", "grader:reconcile"):
-            for kind in ("reference_solution", "grading_guidelines"):
+        if role in ("grader:evaluation", "grader:reconcile", "grader:rejudge", "rubric_writer"):
+            material = ("reference_solution",) if role == "rubric_writer" else _MATERIAL[role]
+            for kind in material:
                 if kind in self.state.artifacts:
                     fields[kind] = self.text(kind)
                     links[kind] = [self._link(kind, kind)]
-        if role == "grader:reconcile":
+        if role == "grader:rejudge":
+            own = f"{call.target}.judgment"
+            others = sorted(
+                a
+                for a, info in self.state.artifacts.items()
+                if info.kind == "grader_judgments" and a != own
+            )
+            fields["own_judgment"] = self.text(own)
+            fields["other_judgments"] = tuple(self.text(a) for a in others)
+            links["own_judgment"] = [self._link("grader_judgments", own)]
+            links["other_judgments"] = [self._link("grader_judgments", a) for a in others]
+        elif role == "grader:reconcile":
             judgments = sorted(
                 a for a, info in self.state.artifacts.items() if info.kind == "grader_judgments"
             )
@@ -260,8 +287,19 @@ class ContextBuilder:
             return output.facts(), [artifact]
         if isinstance(output, reviewer.Output):
             return output.facts(findings_of(self.state.calls[call.target or ""])), []
+        if isinstance(output, rubric_writer.Output):
+            if not output.parsed:
+                return NoFacts(), []
+            scheme = rubric_writer.format_scheme(output).encode()
+            artifact = self._new_artifact(
+                "marking_scheme", "marking_scheme", scheme, call.call_id, call
+            )
+            return NoFacts(), [artifact]
         if isinstance(output, grader.Output):
-            if call.phase == "evaluate" and call.role != "grader:reconcile":
+            grade = output.facts()
+            if grade.score is not None and call.variant == "proofbench":
+                grade = GradeFacts(score=grader.on_scale(grade.score))
+            if call.phase == "evaluate" and call.role in ("grader", "grader:evaluation"):
                 judgment = roles.strip_thinking(completion.text).strip() or "(empty judgment)"
                 artifact = self._new_artifact(
                     f"{call.call_id}.judgment",
@@ -270,8 +308,8 @@ class ContextBuilder:
                     call.call_id,
                     call,
                 )
-                return output.facts(), [artifact]
-            return output.facts(), []
+                return grade, [artifact]
+            return grade, []
         if isinstance(output, selector.Output):
             return output.facts(self.selector_order()), []
         return NoFacts(), []

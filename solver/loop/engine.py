@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 from solver.errors import EndpointUnavailable
@@ -31,6 +32,7 @@ from solver.llm import (
 )
 from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportError
 from solver.llm.events import Role
+from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder, tokens_estimate
 from solver.loop.policy import Finish, PolicyConfig, decide
 from solver.loop.recorder import CallObserver, journal_usage
@@ -48,6 +50,16 @@ from solver.records import (
 )
 
 
+@dataclass(frozen=True)
+class Route:
+    """Where the calls of one role go when it has an endpoint of its own (graders of another
+    model family): that endpoint's client, the model to ask it for, its protocol."""
+
+    client: ModelClient
+    model: str
+    api: str
+
+
 class Engine:
     def __init__(
         self,
@@ -63,8 +75,14 @@ class Engine:
         progress: Progress,
         elapsed: Callable[[], float],
         endpoint_wait_s: float = 600.0,
+        routes: Mapping[str, Route] | None = None,
+        capacity: SharedCapacity | None = None,
+        label: str = "",
     ) -> None:
+        self.capacity = capacity  # shared with the other runs of an evaluation
+        self.label = label
         self.endpoint_wait_s = endpoint_wait_s
+        self.routes = dict(routes or {})
         self._endpoint_back: asyncio.Lock = asyncio.Lock()
         self.recorder = recorder
         self.state = recorder.state
@@ -109,9 +127,14 @@ class Engine:
                 if self._start_calls(step.calls):
                     continue
                 if not self.tasks:
+                    if self.capacity is not None and step.calls:
+                        await self.capacity.changed()  # every slot is another run's: wait
+                        continue
                     raise RuntimeError("the policy decided nothing while no call was in flight")
                 await self._wait_one()
         finally:
+            if self.capacity is not None:
+                self.capacity.release(self)
             for task in self.tasks.values():
                 task.cancel()
             if self.tasks:
@@ -129,6 +152,8 @@ class Engine:
         True when the budget cannot fit the next call even with nothing in flight: that is
         recorded as the budget's end, and the policy then leaves the solve phase."""
         free = self.concurrency - len(self.tasks)
+        if self.capacity is not None:
+            free = min(free, self.capacity.free())
         solving = {ln.lineage for ln in self.state.lineages.values() if ln.active}
         solving |= {c.lineage for c in planned_calls if c.phase == "solve" and c.lineage}
         for planned in planned_calls[: max(free, 0)]:
@@ -153,7 +178,12 @@ class Engine:
                 return True
             self.recorder.append(planned)
             self._start(planned.call_id, cap=cap, estimate=estimate)
+        self._hold()
         return False
+
+    def _hold(self) -> None:
+        if self.capacity is not None:
+            self.capacity.set_used(self, len(self.tasks), self.label)
 
     def _token_cap(self, phase: str, estimate: int, lineages: int = 1) -> int | None:
         """The most output tokens a new solve call may be given under the token budget: what
@@ -174,14 +204,27 @@ class Engine:
         timeout = None
         if self.policy.wall_clock_s is not None:
             timeout = max(self.policy.wall_clock_s - self.elapsed(), 0.0) + 0.05
-        done, _ = await asyncio.wait(
-            self.tasks.values(), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
+        waiting: list[asyncio.Future[Any]] = list(self.tasks.values())
+        freed = None
+        if self.capacity is not None:
+            # Slots another run gives back may let this one start what it has planned.
+            freed = asyncio.ensure_future(self.capacity.changed())
+            waiting.append(freed)
+        try:
+            done, _ = await asyncio.wait(
+                waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if freed is not None:
+                freed.cancel()
         for task in done:
+            if task is freed:
+                continue
             call_id = next(k for k, v in self.tasks.items() if v is task)
             del self.tasks[call_id]
             self._forget(call_id)
             task.result()  # a bug in the engine surfaces here, never silently
+        self._hold()
 
     def _reissue_unfinished(self) -> None:
         """Calls a former session left in flight: one whose response was recorded is finished
@@ -266,17 +309,18 @@ class Engine:
                     messages=self.recorder.blob(built.messages_json),
                 )
             )
+        route = self.routes.get(call.role) or Route(self.client, self.model, self.api)
         request = Request(
-            model=self.model,
+            model=route.model,
             messages=tuple(Message.text(cast(Role, role), text) for role, text in built.messages),
             **{**self.sampling(call.role), "max_tokens": max_tokens},
         )
         while True:
-            observer = CallObserver(self.recorder, call.call_id, self.api, self.progress)
+            observer = CallObserver(self.recorder, call.call_id, route.api, self.progress)
             observer.input_estimate = tokens_estimate(len(built.messages_json))
             self._observers[call.call_id] = observer
             try:
-                completion = await self.client.complete(request, observer)
+                completion = await route.client.complete(request, observer)
                 break
             except TransportError as exc:
                 observer.abort_open()
@@ -289,7 +333,7 @@ class Engine:
             # The endpoint went away: wait for it (raising EndpointUnavailable after the
             # configured time, which ends the session resumable), then ask again.
             async with self._endpoint_back:
-                await wait_for_endpoint(self.client, self.endpoint_wait_s)
+                await wait_for_endpoint(route.client, self.endpoint_wait_s)
         self._complete(call, completion)
         self.progress.call_finished(call)
 

@@ -128,7 +128,10 @@ def write_finish(
         result["score"] = grade_of(state, version_state)  # None: ungraded
         result["answer_check"] = _answer_check(state, problem, proof_text)
     graders = evaluation_calls(state)
-    if graders:
+    if finish.evaluation is not None and graders:
+        result["evaluation_score"] = finish.evaluation["score"]
+        result["evaluation"] = finish.evaluation
+    elif graders:
         result["evaluation_score"] = evaluation_score(state)
         reconcile = state.calls.get("evaluate.reconcile")
         result["evaluation"] = {

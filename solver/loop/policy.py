@@ -9,7 +9,19 @@ same next step.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from solver.loop.grading import (
+    Aggregation,
+    EvaluationRules,
+    Reconcile,
+    Scale,
+    evaluation_calls,
+    evaluation_score,
+    evaluation_step,
+    evaluation_summary,
+    graded_score,
+)
 from solver.loop.state import (
     CallState,
     LineageState,
@@ -22,7 +34,10 @@ from solver.loop.state import (
     review_verdicts,
     verification_calls,
 )
-from solver.records import CallPlanned, Decision, GradeFacts, SelectionFacts, VerificationFacts
+from solver.records import CallPlanned, Decision, SelectionFacts, VerificationFacts
+
+# Names of the evaluation phase (solver.loop.grading) that callers still import from here.
+__all__ = ["evaluation_calls", "evaluation_score", "graded_score"]
 
 BLOCKING_SEVERITIES = ("critical", "major")
 
@@ -43,10 +58,26 @@ class PolicyConfig:
     evaluation_material: bool = True  # a reference solution or guidelines exist
     reconcile_spread: int = 2
     variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    reconcile: Reconcile = "rejudge"
+    aggregation: Aggregation = "min"
+    grading_scale: Scale = "points"
+    draft_scheme: bool = False
 
     def variant(self, role: str, ordinal: int) -> str:
         options = self.variants.get(role) or ("default",)
         return options[ordinal % len(options)]
+
+    @property
+    def evaluation_rules(self) -> EvaluationRules:
+        return EvaluationRules(
+            graders=self.evaluation_graders,
+            material=self.evaluation_material,
+            draft_scheme=self.draft_scheme,
+            reconcile_spread=self.reconcile_spread,
+            reconcile=self.reconcile,
+            aggregation=self.aggregation,
+            scale=self.grading_scale,
+        )
 
 
 @dataclass(frozen=True)
@@ -54,6 +85,7 @@ class Finish:
     outcome: str  # solved | partial | unsolved | failed
     selected: tuple[str, int] | None
     reason: str
+    evaluation: dict[str, Any] | None = None  # the evaluation grading, when there was one
 
 
 @dataclass(frozen=True)
@@ -333,14 +365,6 @@ def _grade(state: RunState, cfg: PolicyConfig) -> Step:
     return Step(decisions=(Decision(kind="phase", phase="select", reason="graded"),))
 
 
-def graded_score(call: CallState | None) -> int | None:
-    """A grader call's grade, or None when it gave none: it failed, was cut off, or its
-    output held no readable grade. Never a made-up 0."""
-    if call is None or call.status != "completed" or call.truncated or not call.parsed_ok:
-        return None
-    return call.facts.score if isinstance(call.facts, GradeFacts) else None
-
-
 def grade_of(state: RunState, version: VersionState) -> int | None:
     return graded_score(state.calls.get(grade_call_id(version)))
 
@@ -398,76 +422,15 @@ def _selected(lineage: str, version: int, reason: str) -> Decision:
     return Decision(kind="selected", lineage=lineage, version=version, reason=reason)
 
 
-def evaluation_calls(state: RunState) -> list[CallState]:
-    return sorted(
-        (c for c in state.calls.values() if c.phase == "evaluate" and c.role != "grader:reconcile"),
-        key=lambda c: c.call_id,
-    )
-
-
-def evaluation_scores(state: RunState) -> list[int]:
-    """The grades the independent evaluation graders gave; one that gave none is left out
-    (of the median and of the spread alike)."""
-    graded = (graded_score(c) for c in evaluation_calls(state))
-    return [score for score in graded if score is not None]
-
-
-def evaluation_score(state: RunState) -> int | None:
-    """The evaluation grade: the reconciliation's when it gave one, else the lower median of
-    the graders' grades; None (ungraded) when no grader gave one."""
-    reconciled = graded_score(state.calls.get("evaluate.reconcile"))
-    if reconciled is not None:
-        return reconciled
-    scores = sorted(evaluation_scores(state))
-    if not scores:
-        return None
-    return scores[(len(scores) - 1) // 2]
-
-
 def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
     assert state.selected is not None
-    lineage, version = state.selected
-    role = "grader:evaluation" if cfg.evaluation_material else "grader"
-    missing = [
-        CallPlanned(
-            call_id=f"evaluate.{n}",
-            role=role,
-            variant=cfg.variant(role, n),
-            phase="evaluate",
-            lineage=lineage,
-            version=version,
-            evaluation=True,
-        )
-        for n in range(cfg.evaluation_graders)
-        if f"evaluate.{n}" not in state.calls
-    ]
-    if missing:
-        return Step(calls=tuple(missing))
-    calls = evaluation_calls(state)
-    if any(c.status == "planned" for c in calls):
-        return Step()
-    scores = evaluation_scores(state)
-    spread = max(scores) - min(scores) if len(scores) >= 2 else 0
-    # Blind graders disagree as much as graders with a reference do: reconcile either way.
-    needs_reconcile = spread > cfg.reconcile_spread
-    if needs_reconcile and "evaluate.reconcile" not in state.calls:
-        return Step(
-            calls=(
-                CallPlanned(
-                    call_id="evaluate.reconcile",
-                    role="grader:reconcile",
-                    variant=cfg.variant("grader:reconcile", 0),
-                    phase="evaluate",
-                    lineage=lineage,
-                    version=version,
-                    evaluation=True,
-                ),
-            )
-        )
-    reconcile = state.calls.get("evaluate.reconcile")
-    if reconcile is not None and reconcile.status == "planned":
-        return Step()
-    return Step(finish=_finish(state, state.selected, state.selection_reason))
+    rules = cfg.evaluation_rules
+    calls = evaluation_step(state, rules)
+    if calls is None:
+        finish = _finish(state, state.selected, state.selection_reason)
+        summary = evaluation_summary(state, rules)
+        return Step(finish=Finish(finish.outcome, finish.selected, finish.reason, summary))
+    return Step(calls=calls)
 
 
 def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> Finish:

@@ -22,10 +22,17 @@ generic            any container; each field from the column of the same name: `
                    ``grading_guidelines``, ``points``
 =================  =========================================================================
 
+A generic set may also use the key names most public math sets use: when the field's own
+name is absent, the first present of its aliases is taken (statement <- ``problem``,
+``question``, ``prompt``; answer <- ``final_answer``; reference_solution <- ``solution``;
+grading_guidelines <- ``rubric``, ``marking_scheme``; id <- ``problem_id``, ``idx``), and
+:attr:`ProblemSet.mapping_note` says in one line which were used.
+
 A user mapping (``{"statement": "Problem"}``, on the command line ``--map statement=Problem``)
-overrides single entries of the format's mapping. Only the statement column is required; a
-generic set without an ``id`` column numbers its problems ``<file stem>-<n>``. Columns no field
-uses are kept, as text, in :attr:`Problem.metadata`. Empty cells count as absent.
+overrides single entries of the format's mapping (and the aliases). Only the statement column
+is required; a generic set without an ``id`` column numbers its problems ``<file stem>-<n>``.
+Columns no field uses are kept, as text, in :attr:`Problem.metadata`. Empty cells count as
+absent.
 
 A problem read from a set keeps the statement cell's exact text as ``original_bytes``; the
 whole file is named by :attr:`ProblemSet.digest`. Every bad input raises
@@ -98,6 +105,15 @@ FORMATS: Mapping[str, Mapping[str, str]] = {
     "proval": {"id": "problem_id", "statement": "statement", "source": "source"},
     "generic": {name: name for name in PROBLEM_FIELDS},
 }
+# Key names public sets use for a generic field, tried in order when the field's own name is
+# absent (the issue's "problem" JSONL is the common case: most math datasets on the hub).
+ALIASES: Mapping[str, tuple[str, ...]] = {
+    "id": ("problem_id", "idx", "uid"),
+    "statement": ("problem", "question", "prompt"),
+    "answer": ("final_answer",),
+    "reference_solution": ("solution", "reference"),
+    "grading_guidelines": ("rubric", "marking_scheme", "guidelines"),
+}
 # Detection: the first format whose signature columns are all present (order matters:
 # ProofBench's columns are a superset of AnswerBench's identifying ones).
 _SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
@@ -124,6 +140,8 @@ class ProblemSet:
     digest: str  # "sha256:<hex>" of the file's bytes
     # One line each: rows read but suspicious (a CSV row with fewer fields than the header).
     warnings: tuple[str, ...] = ()
+    # Which aliased keys a generic set was read with ("statement <- 'problem'"), else "".
+    mapping_note: str = ""
 
     def __len__(self) -> int:
         return len(self.problems)
@@ -179,16 +197,32 @@ def load_problem_set(
     if not rows:
         raise input_error(path, "no problems in the set")
     chosen = format or _detect(columns)
-    columns_of = {**FORMATS[chosen], **(mapping or {})}
+    aliased = _aliased(columns, set(mapping or {})) if chosen == "generic" else {}
+    columns_of = {**FORMATS[chosen], **aliased, **(mapping or {})}
     _check_columns(path, chosen, columns_of, columns, set(mapping or {}), suffix == ".csv")
     problems = _problems(path, rows, columns_of)
+    note = ", ".join(f"{field} <- {column!r}" for field, column in aliased.items())
     return ProblemSet(
         path=path,
         format=chosen,
         problems=problems,
         digest=sha256_digest(data),
         warnings=tuple(warnings),
+        mapping_note=f"generic format read with {note}" if note else "",
     )
+
+
+def _aliased(columns: set[str], user_fields: set[str]) -> dict[str, str]:
+    """For each generic field whose own key is absent (and the user did not map), the first
+    alias present in the set."""
+    chosen: dict[str, str] = {}
+    for field, aliases in ALIASES.items():
+        if field in columns or field in user_fields:
+            continue
+        found = next((alias for alias in aliases if alias in columns), None)
+        if found is not None:
+            chosen[field] = found
+    return chosen
 
 
 def _detect(columns: set[str]) -> str:
@@ -216,8 +250,13 @@ def _check_columns(
         column = columns_of[field]
         if column not in found:
             shown = ", ".join(repr(name) for name in sorted(found)) or "none"
+            known = ""
+            if field in ALIASES and format_name == "generic":
+                known = f" (nor {', '.join(repr(alias) for alias in ALIASES[field])})"
             raise input_error(
-                path, f"no {field} {kind} {column!r} ({format_name} format); {kind}s found: {shown}"
+                path,
+                f"no {field} {kind} {column!r}{known} ({format_name} format); "
+                f"{kind}s found: {shown}; name it with --map {field}=<{kind}>",
             )
 
 

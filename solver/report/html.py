@@ -14,6 +14,7 @@ import json
 from solver.report.latex import tex_to_html
 from solver.report.load import CallView, RunReport, lineage_children
 from solver.report.markdown import format_seconds
+from solver.report.timeline import timeline_svg
 
 ROLE_COLOURS = {
     "generator": "#3b7dd8",
@@ -23,6 +24,8 @@ ROLE_COLOURS = {
     "grader": "#c94b4b",
     "grader:evaluation": "#a33a5a",
     "grader:reconcile": "#6b2d3f",
+    "grader:rejudge": "#6b2d3f",
+    "rubric_writer": "#8a6d1f",
     "selector": "#5a6b7d",
 }
 
@@ -87,8 +90,12 @@ def _pill(text: str) -> str:
     return f'<span class="pill {_e(text)}">{_e(text)}</span>'
 
 
+def _colour(role: str) -> str:
+    return ROLE_COLOURS.get(role, "#5a6b7d")
+
+
 def _role(role: str) -> str:
-    colour = ROLE_COLOURS.get(role, "#5a6b7d")
+    colour = _colour(role)
     return f'<span class="role" style="background:{colour}">{_e(role)}</span>'
 
 
@@ -266,8 +273,7 @@ def _summary_table(report: RunReport) -> str:
         scores = ", ".join(ev["labels"])
         value = "ungraded (counted as 0)" if ev["ungraded"] else "(pending)"
         value = f"{ev['score']}/7" if ev["score"] is not None else value
-        note = f"; reconciled to {ev['reconciled_score']}" if ev["reconciled"] else ""
-        rows.append(("evaluation grade", f"{_e(value)} (graders: {_e(scores)}{_e(note)})"))
+        rows.append(("evaluation grade", f"{_e(value)} (graders: {_e(scores)}{_e(ev['note'])})"))
     if report.answer_check:
         rows.append(("answer check", _e(report.answer_check.get("verdict", "-"))))
     if report.torn_tail:
@@ -329,7 +335,8 @@ def render_html(report: RunReport) -> str:
 <h2>Selected proof</h2><section id="proof">{proof}</section>
 <h2>Lineages</h2><section id="lineages">{_lineages(report)}{other_list}</section>
 <h2>Tokens and time per role</h2><section id="roles">{_roles_table(report)}</section>
-<h2>Timeline</h2><section id="timeline">{_timeline_svg(report)}
+<h2>Timeline</h2><section id="timeline">{timeline_svg(report, _colour)}
+<details><summary>every call on its own row</summary>{_timeline_svg(report)}</details>
 <details><summary>events</summary><table>{events}</table></details></section>
 <h2>Calls</h2><section id="calls">{"".join(_call_details(c) for c in report.calls)}</section>
 </main>

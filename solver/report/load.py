@@ -307,17 +307,32 @@ def _final_result(reader: RunReader, finished: RunFinished | None) -> dict[str, 
 
 
 def _evaluation(calls: list[CallView], result: dict[str, Any]) -> dict[str, Any] | None:
-    graders = [c for c in calls if c.phase == "evaluate" and c.role != "grader:reconcile"]
+    graders = [c for c in calls if c.phase == "evaluate" and c.role in _GRADER_ROLES]
     if not graders:
         return None
     reconcile = next((c for c in calls if c.role == "grader:reconcile"), None)
+    rejudges = {c.target: c for c in calls if c.role == "grader:rejudge"}
+    rejudged = [rejudges.get(c.call_id) for c in graders]
     score = result.get("evaluation_score")
+    how = (result.get("evaluation") or {}).get("aggregation")
+    if reconcile is not None and reconcile.status == "completed":
+        note = f"; reconciled to {_score(reconcile)}"
+    elif any(r is not None for r in rejudged):
+        labels = ", ".join(_grade_label(r) if r is not None else "-" for r in rejudged)
+        note = f"; re-judged: {labels}"
+    else:
+        note = ""
+    if how:
+        note += f"; {how} of the graders"
     return {
         "scores": [_score(c) if c.status == "completed" else None for c in graders],
         # For display: a grade, "ungraded" (completed, no readable grade) or "-" (not ended).
         "labels": [_grade_label(c) for c in graders],
-        "reconciled": reconcile is not None and reconcile.status == "completed",
+        "rejudged": [None if r is None else _grade_label(r) for r in rejudged],
+        "reconciled": (reconcile is not None and reconcile.status == "completed")
+        or any(r is not None and r.status == "completed" for r in rejudged),
         "reconciled_score": _score(reconcile) if reconcile is not None else None,
+        "note": note,
         "score": score,
         # The run finished and its final proof has no readable grade: scored 0, labelled.
         "ungraded": bool(result) and score is None and result.get("selected") is not None,
@@ -326,6 +341,9 @@ def _evaluation(calls: list[CallView], result: dict[str, Any]) -> dict[str, Any]
 
 def _score(call: CallView) -> int | None:
     return call.facts.score if isinstance(call.facts, GradeFacts) else None
+
+
+_GRADER_ROLES = ("grader", "grader:evaluation")
 
 
 def _grade_label(call: CallView) -> str:

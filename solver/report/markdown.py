@@ -92,7 +92,7 @@ def render_markdown(report: RunReport) -> str:
         score = "ungraded (counted as 0)" if ev["ungraded"] else "(pending)"
         score = f"{ev['score']}/7" if ev["score"] is not None else score
         text = f"{score} (graders: {scores}"
-        text += f"; reconciled to {ev['reconciled_score']})" if ev["reconciled"] else ")"
+        text += f"{ev['note']})"
         rows.append(("evaluation grade", text))
     if report.answer_check:
         rows.append(("answer check", report.answer_check.get("verdict", "-")))

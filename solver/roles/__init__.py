@@ -6,9 +6,11 @@ template per variant), ``parse(text) -> Output`` (never raises) and ``CONSERVATI
 taken when output does not parse. This package imports only its own modules, pydantic, jinja2
 and the standard library; it knows nothing of transport, storage or the loop.
 
-Policy keys: the six role names, plus ``grader:evaluation`` and ``grader:reconcile`` for grading
-in evaluation mode (after the solve phase; they may also see the reference solution and the
-grading guidelines, and the reconciliation grader the other graders' judgments).
+Policy keys: the six role names, plus ``grader:evaluation``, ``grader:rejudge`` and
+``grader:reconcile`` for grading in evaluation mode (after the solve phase; they may also see the
+reference solution, the grading guidelines and a drafted marking scheme, and a re-judging
+grader the graders' judgments), and ``rubric_writer``, which drafts that scheme in evaluation
+mode from the reference solution.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from types import MappingProxyType
 
 from pydantic import BaseModel
 
-from solver.roles import generator, grader, reviewer, reviser, selector, verifier
+from solver.roles import generator, grader, reviewer, reviser, rubric_writer, selector, verifier
 from solver.roles.base import (
     FORBIDDEN_EVERYWHERE,
     INPUT_KINDS,
@@ -163,6 +165,22 @@ _SPECS: dict[str, RoleSpec] = {
             grader.EVALUATION_TEMPLATES,
             grader.parse,
             grader.CONSERVATIVE,
+        ),
+        _spec(
+            grader.REJUDGE,
+            grader.RejudgeInputs,
+            grader.Output,
+            grader.REJUDGE_TEMPLATES,
+            grader.parse,
+            grader.CONSERVATIVE,
+        ),
+        _spec(
+            rubric_writer.NAME,
+            rubric_writer.Inputs,
+            rubric_writer.Output,
+            rubric_writer.TEMPLATES,
+            rubric_writer.parse,
+            rubric_writer.CONSERVATIVE,
         ),
         _spec(
             grader.RECONCILE,

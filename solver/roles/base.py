@@ -20,6 +20,7 @@ InputKind = Literal[
     "grading_guidelines",
     "anonymised_proofs",
     "grader_judgments",
+    "marking_scheme",
     "generator_reasoning",
 ]
 

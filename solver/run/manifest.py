@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from solver import roles
 from solver._util.clock import utc_now
-from solver.config import ResolvedSettings, Settings
+from solver.config import ResolvedSettings, Settings, mask_url
 from solver.errors import RunCorrupt
 from solver.identity import code_identity
 from solver.llm import Endpoint
@@ -24,6 +24,7 @@ from solver.records import (
     ManifestModel,
     ManifestNetwork,
     ManifestProblem,
+    ManifestRoleEndpoint,
     ManifestRoles,
 )
 from solver.roles.templates import template_source
@@ -38,9 +39,15 @@ def build_manifest(
     evaluation: bool,
     argv: list[str],
     run_id: str,
+    role_endpoints: dict[str, Endpoint] | None = None,
 ) -> Manifest:
-    parts = urlsplit(endpoint.base_url)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
+    """``role_endpoints``: the roles served by an endpoint of their own (policy key ->
+    endpoint); each is named in the manifest and its host:port joins the allow-list."""
+    role_endpoints = role_endpoints or {}
+    allow = [_host_port(endpoint.base_url)]
+    for other in role_endpoints.values():
+        if _host_port(other.base_url) not in allow:
+            allow.append(_host_port(other.base_url))
     config = resolved.settings.masked()
     if resolved.settings.signing_key is not None:
         # Absolute, so a resume started from another directory finds the same key.
@@ -72,8 +79,18 @@ def build_manifest(
             tools=[],
         ),
         evaluation=evaluation,
-        network=ManifestNetwork(
-            allow=[f"{parts.hostname}:{port}"], enforcement=["transport-allowlist"]
+        network=ManifestNetwork(allow=allow, enforcement=["transport-allowlist"]),
+        **(
+            {
+                "role_endpoints": {
+                    key: ManifestRoleEndpoint(
+                        url=mask_url(e.base_url), api=e.api, model=e.model or None
+                    )
+                    for key, e in sorted(role_endpoints.items())
+                }
+            }
+            if role_endpoints
+            else {}
         ),
     )
 
@@ -87,6 +104,12 @@ def read_manifest(raw: dict[str, Any], where: Path) -> Manifest:
         first = exc.errors()[0]
         at = ".".join(str(part) for part in first["loc"]) or "(top)"
         raise RunCorrupt(f"{where}/MANIFEST.json: {at}: {first['msg']}") from None
+
+
+def _host_port(url: str) -> str:
+    parts = urlsplit(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    return f"{parts.hostname}:{port}"
 
 
 def manifest_blobs(problem: Problem) -> list[bytes]:

@@ -8,7 +8,7 @@ import gc
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,11 +28,13 @@ from solver.errors import (
 )
 from solver.identity import code_identity, host_name, new_run_id
 from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
+from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder
 from solver.loop.engine import (
     Engine,
     Progress,
     Recorder,
+    Route,
     monotonic_elapsed,
     wait_for_endpoint,
 )
@@ -53,7 +55,13 @@ from solver.records import (
     parse_loop_record,
 )
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
-from solver.run.sources import resolve_endpoint, resume_endpoint, resume_signing_key
+from solver.run.sources import (
+    resolve_endpoint,
+    resume_endpoint,
+    resume_signing_key,
+    role_endpoints,
+    settings_role,
+)
 from solver.store import Record, RunReader, RunStore, holds_only_create_leftovers
 
 
@@ -68,8 +76,13 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "problem"
 
 
-def policy_config(settings: Settings, *, evaluation: bool, material: bool) -> PolicyConfig:
+def policy_config(
+    settings: Settings, *, evaluation: bool, material: bool, scheme: bool = False
+) -> PolicyConfig:
+    """``scheme``: the problem has a reference solution but no grading guidelines, so a
+    marking scheme may be drafted (when ``grading.draft_scheme`` is on)."""
     acceptance = settings.acceptance
+    grading = settings.grading
     return PolicyConfig(
         candidates=settings.candidates,
         verifications=acceptance.verifications,
@@ -84,13 +97,17 @@ def policy_config(settings: Settings, *, evaluation: bool, material: bool) -> Po
         evaluation_graders=settings.grading.evaluation_graders,
         evaluation_material=material,
         reconcile_spread=settings.grading.reconcile_spread,
+        reconcile=grading.reconcile,
+        aggregation=grading.aggregation,
+        grading_scale=grading.scale,
+        draft_scheme=scheme and grading.draft_scheme,
         variants={name: roles.get_role(name).variants for name in roles.POLICY_KEYS},
     )
 
 
 def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[str, Any]]:
     def sampling(role: str) -> dict[str, Any]:
-        chosen = settings.role(role)
+        chosen = settings.role(settings_role(role))
         return {
             "max_tokens": chosen.max_tokens,
             "temperature": chosen.temperature,
@@ -156,6 +173,40 @@ def typed_record(rec: Record) -> LoopRecord | None:
         raise RunCorrupt(f"record {rec.seq} ({rec.type}): {at}: {first['msg']}") from None
 
 
+@dataclass(frozen=True)
+class ModelClientOptions:
+    deadlines: Deadlines
+    retry: RetryPolicy
+    on_connect: Callable[[Connection], None]
+
+
+@contextlib.asynccontextmanager
+async def _role_routes(
+    endpoints: dict[str, Endpoint], options: ModelClientOptions, wait_s: float
+) -> AsyncIterator[dict[str, Route]]:
+    """One client per distinct role endpoint (graders of another family), each probed before
+    the first call, as the run's own endpoint is; its connections are journalled the same way."""
+    async with contextlib.AsyncExitStack() as stack:
+        routes: dict[str, Route] = {}
+        opened: dict[tuple[str, str, str], Route] = {}
+        for key, endpoint in sorted(endpoints.items()):
+            ident = (endpoint.base_url, endpoint.api, endpoint.model)
+            if ident not in opened:
+                client = await stack.enter_async_context(
+                    ModelClient(
+                        endpoint,
+                        deadlines=options.deadlines,
+                        retry=options.retry,
+                        on_connect=options.on_connect,
+                    )
+                )
+                info = await wait_for_endpoint(client, wait_s)
+                model = endpoint.model or (info.models[0] if info.models else "")
+                opened[ident] = Route(client, model, endpoint.api)
+            routes[key] = opened[ident]
+        yield routes
+
+
 async def _drive(
     store: RunStore,
     state: RunState,
@@ -167,6 +218,7 @@ async def _drive(
     argv: list[str],
     allow_model_change: bool,
     make_progress: Callable[[RunState, Callable[[], float]], Progress],
+    capacity: SharedCapacity | None = None,
 ) -> RunOutcome:
     recorder = Recorder(store, state)
     session = state.sessions + 1
@@ -216,9 +268,16 @@ async def _drive(
         )
 
     try:
-        async with ModelClient(
-            endpoint, deadlines=deadlines, retry=retry, on_connect=journal_connection
-        ) as client:
+        async with (
+            ModelClient(
+                endpoint, deadlines=deadlines, retry=retry, on_connect=journal_connection
+            ) as client,
+            _role_routes(
+                role_endpoints(settings),
+                ModelClientOptions(deadlines, retry, journal_connection),
+                settings.retry.endpoint_wait_s,
+            ) as routes,
+        ):
             try:
                 info = await wait_for_endpoint(client, settings.retry.endpoint_wait_s)
             except EndpointUnavailable as exc:
@@ -254,14 +313,19 @@ async def _drive(
                     settings,
                     evaluation=evaluation,
                     material=bool(problem.reference_solution or problem.grading_guidelines),
+                    scheme=bool(problem.reference_solution and not problem.grading_guidelines),
                 ),
                 model=model,
                 api=endpoint.api,
                 sampling=sampling_for(settings, None),
-                concurrency=settings.concurrency,
+                # Within an evaluation the run may use any slot the others leave free.
+                concurrency=capacity.slots if capacity is not None else settings.concurrency,
+                capacity=capacity,
+                label=problem.id,
                 progress=progress,
                 elapsed=elapsed,
                 endpoint_wait_s=settings.retry.endpoint_wait_s,
+                routes=routes,
             )
             if state.phase != "finished":
                 finish = await engine.run()
@@ -304,6 +368,7 @@ async def start_run(
     on_created: Callable[[Path], None],
     run_dir: Path | None = None,
     given_proof: str | None = None,
+    capacity: SharedCapacity | None = None,
 ) -> RunOutcome:
     """Create a run and drive it to its finish. With ``given_proof`` the run only grades that
     proof in evaluation mode (``solver eval calibrate``): there is no solve phase."""
@@ -320,7 +385,15 @@ async def start_run(
             f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
         )
     manifest = build_manifest(
-        problem, problem_path, resolved, endpoint, recorded_endpoint, evaluation, argv, run_id
+        problem,
+        problem_path,
+        resolved,
+        endpoint,
+        recorded_endpoint,
+        evaluation,
+        argv,
+        run_id,
+        role_endpoints=role_endpoints(settings),
     )
     if given_proof is not None:
         # so that a resume can record it if need be
@@ -345,6 +418,7 @@ async def start_run(
             argv,
             False,
             make_progress,
+            capacity,
         )
 
 
@@ -400,6 +474,7 @@ async def resume_run(
     allow_model_change: bool,
     argv: list[str],
     make_progress: Callable[[RunState, Callable[[], float]], Progress],
+    capacity: SharedCapacity | None = None,
 ) -> RunOutcome:
     if not (run_dir / "MANIFEST.json").is_file():
         raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
@@ -436,6 +511,7 @@ async def resume_run(
             argv,
             allow_model_change,
             make_progress,
+            capacity,
         )
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from solver import roles
 from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged
@@ -52,6 +53,40 @@ def resolve_endpoint(settings: Settings) -> tuple[Endpoint, ManifestEndpoint]:
         "no model endpoint is configured: set SOLVER_ENDPOINT (or --endpoint), "
         "or start a model server with `solver local up` or `solver serve up`"
     )
+
+
+def settings_role(policy_key: str) -> str:
+    """The ``roles.<name>`` settings a call uses: every grading key (grader:evaluation,
+    grader:rejudge, the rubric writer) samples, and is served, as the grader."""
+    base = policy_key.split(":")[0]
+    return "grader" if base == "rubric_writer" else base
+
+
+def role_endpoints(settings: Settings, env: Mapping[str, str] | None = None) -> dict[str, Endpoint]:
+    """Policy key -> the endpoint its calls go to, for the roles configured with one of their
+    own (``roles.grader.endpoint``: graders of another model family); the others use the
+    run's endpoint. The key comes from the variable ``api_key_env`` names, read now."""
+    env = os.environ if env is None else env
+    found: dict[str, Endpoint] = {}
+    for key in roles.POLICY_KEYS:
+        name = settings_role(key)
+        chosen = settings.role(name)
+        if not chosen.endpoint:
+            continue
+        api_key = None
+        if chosen.api_key_env:
+            api_key = env.get(chosen.api_key_env)
+            if not api_key:
+                raise InputError(
+                    f"roles.{name}.api_key_env names {chosen.api_key_env}, which is not set"
+                )
+        found[key] = Endpoint(
+            base_url=chosen.endpoint,
+            api=chosen.api or settings.api,
+            model=chosen.model or "",
+            api_key=api_key,
+        )
+    return found
 
 
 def _pid_running(pid: int) -> bool:

@@ -13,6 +13,10 @@ def role_of(request: RecordedRequest) -> str:
     system = request.system_text
     if "chief grader" in system:
         return "reconcile"
+    if "you graded this proof before" in system:
+        return "rejudge"
+    if "drafting the marking scheme" in system:
+        return "rubric_writer"
     if "revising a proof" in system:
         return "reviser"
     if "writing a solution to an olympiad problem" in system:

@@ -48,6 +48,11 @@ def verdict(findings: list[dict[str, str]]) -> Reply:
     )
 
 
+SCHEME = [
+    {"item": "odd numbers written as 2k+1", "points": 3, "partial": ""},
+    {"item": "the sum shown to be even", "points": 4, "partial": "the form alone: 1"},
+]
+
 FLAW_FINDING = {
     "id": "F1",
     "location": "we also assume without proof",
@@ -65,8 +70,10 @@ def _reviews(request: RecordedRequest, decision: str) -> Reply:
 def _common(request: RecordedRequest, role: str) -> Reply | None:
     if role in ("grader", "evaluation"):
         return json_reply("Assessment.", {"score": 7, "justification": "complete"})
-    if role == "reconcile":
+    if role in ("reconcile", "rejudge"):
         return json_reply("Reconciled.", {"score": 6, "justification": "after review"})
+    if role == "rubric_writer":
+        return json_reply("Scheme.", {"checkpoints": SCHEME})
     if role == "selector":
         return json_reply("Choice.", {"choice": "A", "reason": "most rigorous"})
     return None

@@ -1,17 +1,22 @@
-"""Grades the policy reads: a grader that gave none is ungraded, never a 0, and the median and
-the reconciliation spread are taken over the same graders."""
+"""Grades the policy reads: a grader that gave none is ungraded, never a 0; the aggregate and
+the spread that asks for re-judging are taken over the same graders."""
 
 from __future__ import annotations
 
+import pytest
+
+from solver.loop.grading import aggregate, evaluation_summary, final_grades
 from solver.loop.policy import PolicyConfig, decide, evaluation_score, graded_score
 from solver.loop.state import CallState, LineageState, RunState, VersionState
 from solver.records import GradeFacts
 
 
-def _grader(call_id: str, score: int | None, status: str = "completed") -> CallState:
+def _grader(
+    call_id: str, score: int | None, status: str = "completed", role: str = "grader"
+) -> CallState:
     call = CallState(
         call_id=call_id,
-        role="grader",
+        role=role,
         variant="standard",
         phase="evaluate",
         lineage="L0",
@@ -60,13 +65,96 @@ def test_no_grade_at_all_is_ungraded() -> None:
     assert evaluation_score(state) is None
 
 
-def test_blind_disagreement_asks_for_reconciliation() -> None:
+def test_blind_disagreement_asks_every_grader_to_rejudge() -> None:
     state = _evaluating(
-        _grader("evaluate.0", 7), _grader("evaluate.1", 0), _grader("evaluate.2", 7)
+        _grader("evaluate.0", 7), _grader("evaluate.1", 0), _grader("evaluate.2", None)
     )
     step = decide(state, CFG, 0.0)
-    assert [c.call_id for c in step.calls] == ["evaluate.reconcile"]
-    assert step.calls[0].role == "grader:reconcile"
+    # The grader that gave no grade has nothing to reconsider.
+    assert [c.call_id for c in step.calls] == ["evaluate.0.rejudge", "evaluate.1.rejudge"]
+    assert {c.role for c in step.calls} == {"grader:rejudge"}
+    assert [c.target for c in step.calls] == ["evaluate.0", "evaluate.1"]
+
+
+def test_rejudged_grades_replace_the_first_ones() -> None:
+    rejudge = "grader:rejudge"
+    state = _evaluating(
+        _grader("evaluate.0", 7),
+        _grader("evaluate.1", 0),
+        _grader("evaluate.2", 6),
+        _grader("evaluate.0.rejudge", 5, role=rejudge),
+        _grader("evaluate.1.rejudge", None, role=rejudge),
+        _grader("evaluate.2.rejudge", 6, role=rejudge),
+    )
+    assert final_grades(state) == [5, 0, 6]  # no second grade: the first one stands
+    step = decide(state, CFG, 0.0)
+    assert step.finish is not None and step.finish.evaluation is not None
+    summary = step.finish.evaluation
+    assert (summary["scores"], summary["rejudged"]) == ([7, 0, 6], [5, None, 6])
+    assert (summary["aggregation"], summary["score"], summary["reconciled"]) == ("min", 0, True)
+
+
+def test_agreeing_graders_finish_without_rejudging() -> None:
+    state = _evaluating(
+        _grader("evaluate.0", 7), _grader("evaluate.1", 6), _grader("evaluate.2", 5)
+    )
+    step = decide(state, CFG, 0.0)
+    assert step.finish is not None and not step.calls
+    assert step.finish.evaluation is not None
+    assert step.finish.evaluation["reconciled"] is False
+    assert step.finish.evaluation["score"] == 5
+
+
+@pytest.mark.parametrize(("how", "expected"), [("min", 2), ("median", 5), ("mean", 4.67)])
+def test_aggregations(how: str, expected: float) -> None:
+    state = _evaluating(
+        _grader("evaluate.0", 7), _grader("evaluate.1", 2), _grader("evaluate.2", 5)
+    )
+    assert evaluation_score(state, how) == expected  # type: ignore[arg-type]
+    rules = PolicyConfig(evaluation_graders=3, aggregation=how).evaluation_rules  # type: ignore[arg-type]
+    assert evaluation_summary(state, rules)["score"] == expected
+
+
+def test_aggregate_leaves_out_missing_grades_and_takes_the_lower_median() -> None:
+    assert aggregate([None, 3, 6], "median") == 3
+    assert aggregate([None, None], "min") is None
+    assert aggregate([6, 7], "mean") == 6.5
+
+
+def test_reconciliation_off_never_rejudges() -> None:
+    state = _evaluating(_grader("evaluate.0", 7), _grader("evaluate.1", 0))
+    off = PolicyConfig(evaluation=True, evaluation_graders=2, reconcile="off")
+    step = decide(state, off, 0.0)
+    assert step.finish is not None and not step.calls
+
+
+def test_a_run_with_a_chief_reconciliation_keeps_its_grade() -> None:
+    state = _evaluating(
+        _grader("evaluate.0", 7),
+        _grader("evaluate.1", 0),
+        _grader("evaluate.2", 0),
+        _grader("evaluate.reconcile", 4, role="grader:reconcile"),
+    )
+    assert evaluation_score(state) == 4
+    step = decide(state, CFG, 0.0)
+    assert step.finish is not None and not step.calls
+
+
+def test_scheme_is_drafted_before_the_graders() -> None:
+    cfg = PolicyConfig(evaluation=True, evaluation_graders=2, draft_scheme=True)
+    state = _evaluating()
+    first = decide(state, cfg, 0.0)
+    assert [(c.call_id, c.role) for c in first.calls] == [("evaluate.scheme", "rubric_writer")]
+    state.calls["evaluate.scheme"] = _grader("evaluate.scheme", None, role="rubric_writer")
+    second = decide(state, cfg, 0.0)
+    assert [c.call_id for c in second.calls] == ["evaluate.0", "evaluate.1"]
+    assert {c.variant for c in second.calls} == {"rubric"}
+
+
+def test_proofbench_scale_picks_its_variants() -> None:
+    cfg = PolicyConfig(evaluation=True, evaluation_graders=2, grading_scale="proofbench")
+    step = decide(_evaluating(), cfg, 0.0)
+    assert {(c.role, c.variant) for c in step.calls} == {("grader:evaluation", "proofbench")}
 
 
 def test_truncated_or_unparsed_grader_has_no_grade() -> None:

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.problem import problem
+from solver.errors import InputError
 from solver.problems.files import statement_digest
 from solver.problems.sets import load_problem_set, parse_mapping
 
@@ -237,3 +238,61 @@ def test_cli_set_info_with_map_and_format(tmp_path: Path) -> None:
     summary = json.loads(result.stdout)
     assert summary["ids"] == ["mine-1", "mine-2"]
     assert summary["with_answer"] == 1
+
+
+@pytest.mark.parametrize(
+    ("row", "note"),
+    [
+        ({"id": "a", "problem": "Prove A."}, "statement <- 'problem'"),
+        ({"id": "a", "question": "Prove A.", "final_answer": "3"}, "statement <- 'question'"),
+        ({"id": "a", "prompt": "Prove A.", "solution": "Ref."}, "statement <- 'prompt'"),
+        ({"id": "a", "statement": "Prove A.", "reference_solution": "Ref."}, ""),
+        ({"problem_id": "a", "problem": "Prove A.", "answer": "3"}, "id <- 'problem_id'"),
+    ],
+)
+def test_common_shapes_load_with_a_note(tmp_path: Path, row: dict[str, str], note: str) -> None:
+    path = tmp_path / "common.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    loaded = load_problem_set(path)
+    (item,) = loaded.problems
+    assert (loaded.format, item.id, item.statement) == ("generic", "a", "Prove A.")
+    assert item.answer == (row.get("answer") or row.get("final_answer"))
+    assert item.reference_solution == (row.get("solution") or row.get("reference_solution"))
+    assert item.metadata == {}
+    if note:
+        assert note in loaded.mapping_note
+    else:
+        assert loaded.mapping_note == ""
+
+
+def test_own_key_wins_over_an_alias(tmp_path: Path) -> None:
+    path = tmp_path / "both.jsonl"
+    path.write_text('{"statement": "Mine.", "problem": "Other."}\n', encoding="utf-8")
+    loaded = load_problem_set(path)
+    assert loaded.problems[0].statement == "Mine."
+    assert loaded.problems[0].metadata == {"problem": "Other."}
+    assert loaded.mapping_note == ""
+
+
+def test_unknown_shape_names_its_keys_and_the_map_option(tmp_path: Path) -> None:
+    path = tmp_path / "odd.jsonl"
+    path.write_text('{"key": "a", "text": "Prove A."}\n', encoding="utf-8")
+    with pytest.raises(InputError) as raised:
+        load_problem_set(path)
+    message = str(raised.value)
+    assert "keys found: 'key', 'text'" in message
+    assert "--map statement=<key>" in message
+    assert "'problem', 'question', 'prompt'" in message
+    loaded = load_problem_set(path, mapping=parse_mapping(["statement=text", "id=key"]))
+    assert loaded.ids == ("a",)
+
+
+def test_cli_set_info_prints_the_mapping_note(tmp_path: Path) -> None:
+    path = tmp_path / "hub.jsonl"
+    path.write_text('{"id": "x", "problem": "Prove X.", "final_answer": "1"}\n')
+    result = CliRunner().invoke(problem, ["set-info", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "note: generic format read with statement <- 'problem', answer <- 'final_answer'" in (
+        result.stderr
+    )
+    assert json.loads(result.stdout)["mapping_note"].endswith("answer <- 'final_answer'")

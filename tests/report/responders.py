@@ -12,9 +12,16 @@ import threading
 from collections.abc import Callable
 
 from solver.testing.fake_endpoint import RecordedRequest, Reply
-from tests.loop.scripts import FLAW_FINDING, GOOD_PROOF, json_reply, role_of
+from tests.loop.scripts import FLAW_FINDING, GOOD_PROOF, SCHEME, json_reply, role_of
 
-__all__ = ["GOOD_PROOF", "calibration_grader", "disagreeing_graders", "olympiad", "slow"]
+__all__ = [
+    "GOOD_PROOF",
+    "calibration_grader",
+    "disagreeing_graders",
+    "olympiad",
+    "pair_grader",
+    "slow",
+]
 
 FLAW = "FLAW: we also assume without proof that $a=b$."
 FINDING = FLAW_FINDING
@@ -54,8 +61,10 @@ def olympiad(request: RecordedRequest) -> Reply:
     if role in ("grader", "evaluation"):
         score = 2 if "FLAW" in request.user_text else 7
         return _json("Assessment.", {"score": score, "justification": "as checked"})
-    if role == "reconcile":
+    if role in ("reconcile", "rejudge"):
         return _json("Reconciled.", {"score": 5, "justification": "decided"})
+    if role == "rubric_writer":
+        return _json("Scheme.", {"checkpoints": SCHEME})
     return _json("Choice.", {"choice": "A", "reason": "most rigorous"})
 
 
@@ -94,3 +103,25 @@ def calibration_grader(request: RecordedRequest) -> Reply:
         score = int(text.split("GRADE=")[1][0]) if "GRADE=" in text else 0
         return _json("Assessment.", {"score": score, "justification": "marker"})
     return olympiad(request)
+
+
+def pair_grader() -> Callable[[RecordedRequest], Reply]:
+    """Grades a given proof by its marker ``GRADES=<a><b>``: the first grader call of that
+    proof answers a, the next b (whatever order concurrent calls arrive in, each proof's pair
+    of grades is the same)."""
+    seen: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def answer(request: RecordedRequest) -> Reply:
+        role = role_of(request)
+        text = request.user_text
+        if role in ("grader", "evaluation") and "GRADES=" in text:
+            pair = text.split("GRADES=")[1][:2]
+            with lock:
+                turn = seen.get(pair + text[:200], 0)
+                seen[pair + text[:200]] = turn + 1
+            score = int(pair[min(turn, 1)])
+            return _json("Assessment.", {"score": score, "justification": "marker"})
+        return olympiad(request)
+
+    return answer

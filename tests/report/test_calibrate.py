@@ -13,7 +13,7 @@ from solver.cli.eval import eval_group
 from solver.evaluation.calibrate import load_graded
 from solver.evaluation.scores import agreement, pearson, ranks
 from solver.testing.fake_endpoint import FakeEndpoint
-from tests.report.responders import calibration_grader
+from tests.report.responders import calibration_grader, pair_grader
 
 DATA = Path(__file__).parent / "data"
 
@@ -82,7 +82,9 @@ def test_calibrate_grades_given_proofs_and_reports_agreement(tmp_path: Path) -> 
         requests = len(fake.requests)
     assert result.exit_code == 0, result.output
     assert again.exit_code == 0 and again.output.count("already finished") == 4
-    assert requests == 8  # 4 proofs x 2 graders; the second invocation made no call
+    # 4 proofs x 2 graders, and p4's marking scheme (a reference solution, no guidelines);
+    # the second invocation made no call.
+    assert requests == 9
     data = json.loads((out / "calibration.json").read_text())
     assert [row["model"] for row in data["items"]] == [7, 5, 0, 3]
     figures = data["agreement"]
@@ -105,3 +107,46 @@ def test_calibrate_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
     file.write_text('{"problem": "P", "proof": "x", "human_grade": 9}\n')
     result = CliRunner().invoke(eval_group, ["calibrate", str(file), "--out", str(tmp_path)])
     assert result.exit_code == 2 and "not within 0-7" in result.output
+
+
+def test_calibrate_reports_agreement_per_aggregation_from_recorded_grades(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "graded.jsonl"
+    # Two graders a line; no pair spreads more than 2, so none is re-judged.
+    rows = [
+        ("p1", "GRADES=76", 7),
+        ("p2", "GRADES=57", 7),
+        ("p3", "GRADES=01", 0),
+        ("p4", "GRADES=32", 2),
+    ]
+    file.write_text(
+        "".join(
+            json.dumps({"id": i, "problem": f"Show {i}.", "proof": proof, "human_grade": human})
+            + "\n"
+            for i, proof, human in rows
+        )
+    )
+    out = tmp_path / "cal"
+    with FakeEndpoint(pair_grader()) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        result = CliRunner().invoke(eval_group, [*args, "--graders", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "calibration.json").read_text())
+    assert [sorted(row["final_grades"]) for row in data["items"]] == [
+        [6, 7],
+        [5, 7],
+        [0, 1],
+        [2, 3],
+    ]
+    # The reported grade is the default aggregation's: the minimum.
+    assert [row["model"] for row in data["items"]] == [6, 5, 0, 2]
+    by_how = data["by_aggregation"]
+    assert by_how["min"] == data["agreement"]
+    assert (by_how["min"]["exact"], by_how["min"]["within_one"]) == (0.5, 0.75)
+    assert by_how["median"]["exact"] == 0.5  # the lower median of two is the minimum
+    assert (by_how["mean"]["exact"], by_how["mean"]["within_one"]) == (0.0, 1.0)
+    assert by_how["mean"]["bias"] == pytest.approx((-0.5 - 1 + 0.5 + 0.5) / 4)
+    markdown = (out / "calibration.md").read_text()
+    assert "## Agreement per aggregation" in markdown
+    assert "| mean | 4 | 0.0% | 100.0% |" in markdown

@@ -101,7 +101,7 @@ def test_graders_that_disagree_are_reconciled(tmp_path: Path) -> None:
     assert events[-1]["event"] == "eval.finished" and events[-1]["rubric"]["mean"] == 5
     run = json.loads((out / "results.json").read_text())["problems"][0]["runs"][0]
     assert sorted(run["grader_scores"]) == [2, 7, 7]
-    assert run["reconciled"] is True and run["grade"] == 5  # the reconciliation grader's
+    assert run["reconciled"] is True and run["grade"] == 5  # the re-judged grades' minimum
     assert run["rubric"] == 5 and run["strict"] == 0
     assert "5/7* (0)" in (out / "results.md").read_text()
 
@@ -121,19 +121,23 @@ def _blind_graders(scores: list[int]) -> Callable[[RecordedRequest], Reply]:
     return answer
 
 
-def test_blind_graders_that_disagree_are_reconciled(tmp_path: Path) -> None:
+def test_blind_graders_that_disagree_rejudge(tmp_path: Path) -> None:
     blind = [{"id": "P1", "statement": PROBLEMS[0]["statement"]}]  # no reference, no guidelines
     set_path = write_set(tmp_path / "set.jsonl", blind)
     out = tmp_path / "eval"
     with FakeEndpoint(_blind_graders([7, 0, 7])) as fake:
         result = CliRunner().invoke(eval_group, eval_args(set_path, out, fake.url))
-        reconcilers = [r for r in fake.requests if role_of(r) == "reconcile"]
+        rejudges = [r for r in fake.requests if role_of(r) == "rejudge"]
     assert result.exit_code == 0, result.output
     run = json.loads((out / "results.json").read_text())["problems"][0]["runs"][0]
     assert sorted(run["grader_scores"]) == [0, 7, 7]
-    assert run["reconciled"] is True and run["grade"] == 5  # the reconciliation grader's
-    assert len(reconcilers) == 1 and "organisers" not in reconcilers[0].system_text
-    assert "Reference solution" not in reconcilers[0].user_text
+    assert run["reconciled"] is True and run["grade"] == 5  # every grader re-judged to 5
+    assert len(rejudges) == 3
+    for request in rejudges:
+        assert "organisers" not in request.system_text
+        assert "Reference solution" not in request.user_text
+        # Its own judgment and the two others', each once.
+        assert request.user_text.count("my view") == 3
     audit_ok(out / "P1" / "run-1")
 
 

@@ -39,7 +39,7 @@ def test_markdown_shows_outcome_proof_lineages_roles_and_timeline(finished_run: 
     assert re.search(r"\n {4}- \*\*v1\*\* \(accepted, in-loop grade 7/7\) from `L0.v1.revise`", out)
     assert "| verifier | 8 |" in out
     assert "run finished: solved" in out
-    assert "evaluation grade | 7/7 (graders: 7, 7, 7)" in out
+    assert "evaluation grade | 7/7 (graders: 7, 7, 7; min of the graders)" in out
 
 
 def test_json_agrees_with_the_journal_and_the_result(finished_run: Path) -> None:

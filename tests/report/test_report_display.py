@@ -24,7 +24,9 @@ def test_the_timeline_legend_fits_when_there_are_few_calls(finished_run: Path) -
     one_per_role = list({c.role: c for c in loaded.calls}.values())
     assert len(one_per_role) >= 4
     page = render_html(replace(loaded, calls=tuple(one_per_role)))
-    svg = re.search(r'<svg [^>]*viewBox="0 0 \d+ (\d+)"', page)
+    svg = re.search(
+        r'<svg [^>]*viewBox="0 0 \d+ (\d+)"[^>]*aria-label="timeline of the calls"', page
+    )
     assert svg is not None
     legend_bottom = 20 + 14 * (len(one_per_role) - 1) + 10  # the last swatch's lower edge
     assert int(svg.group(1)) >= legend_bottom

@@ -65,7 +65,7 @@ def test_the_report_labels_ungraded_graders_and_an_ungraded_final_grade(
     finished_run: Path,
 ) -> None:
     loaded = load_report(finished_run)
-    graders = [c for c in loaded.calls if c.phase == "evaluate"]
+    graders = [c for c in loaded.calls if c.role == "grader:evaluation"]
     calls = [
         replace(c, facts=GradeFacts(score=None)) if c is graders[0] else c for c in loaded.calls
     ]

@@ -11,7 +11,7 @@ import pydantic
 import pytest
 
 from solver import roles
-from solver.roles import generator, grader, reviewer, reviser, selector, verifier
+from solver.roles import generator, grader, reviewer, reviser, rubric_writer, selector, verifier
 from solver.roles.templates import render_template
 
 PROBLEM = "Prove that the sum of two odd integers is even."
@@ -34,6 +34,18 @@ def sample_inputs(key: str) -> pydantic.BaseModel:
             proof_text=PROOF,
             reference_solution="REFERENCE-TEXT",
             grading_guidelines="GUIDELINES-TEXT",
+            marking_scheme="SCHEME-TEXT",
+        ),
+        "grader:rejudge": grader.RejudgeInputs(
+            problem_statement=PROBLEM,
+            proof_text=PROOF,
+            reference_solution="REFERENCE-TEXT",
+            marking_scheme="SCHEME-TEXT",
+            own_judgment="MY-JUDGMENT",
+            other_judgments=("JUDGMENT-ONE", "JUDGMENT-TWO"),
+        ),
+        "rubric_writer": rubric_writer.Inputs(
+            problem_statement=PROBLEM, reference_solution="REFERENCE-TEXT"
         ),
         "grader:reconcile": grader.ReconcileInputs(
             problem_statement=PROBLEM,
@@ -60,7 +72,13 @@ def test_the_six_roles_and_the_grader_modes() -> None:
         "grader",
         "selector",
     )
-    assert set(roles.POLICY_KEYS) == {*roles.ROLE_NAMES, "grader:evaluation", "grader:reconcile"}
+    assert set(roles.POLICY_KEYS) == {
+        *roles.ROLE_NAMES,
+        "grader:evaluation",
+        "grader:rejudge",
+        "grader:reconcile",
+        "rubric_writer",
+    }
     assert roles.get_role("generator").variants == ("direct", "explore-cases", "invariant-first")
     assert len(roles.get_role("verifier").variants) >= 2
     with pytest.raises(KeyError, match="unknown role"):
@@ -174,8 +192,12 @@ def test_isolation_policy_table() -> None:
         "proof_text",
         "reference_solution",
         "grading_guidelines",
+        "marking_scheme",
     }
     assert "grader_judgments" in policy["grader:reconcile"]
+    assert "grader_judgments" in policy["grader:rejudge"]
+    # The rubric writer sees the reference solution and nothing any solver produced.
+    assert policy["rubric_writer"] == {"problem_statement", "reference_solution"}
     assert policy["selector"] == {"problem_statement", "anonymised_proofs"}
     assert all("generator_reasoning" not in kinds for kinds in policy.values())
     for key in roles.POLICY_KEYS:
