@@ -11,7 +11,11 @@ from click.testing import CliRunner
 
 from solver.audit import audit_run
 from solver.cli.eval import eval_group
-from solver.store import RunStore
+from solver.config import resolve_settings
+from solver.errors import InputError
+from solver.run.manifest import read_manifest, settings_of_run
+from solver.run.sources import role_endpoints
+from solver.store import RunReader, RunStore
 from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
 from tests.loop.forge import failing, rewrite
 from tests.loop.scripts import json_reply, role_of
@@ -120,3 +124,19 @@ def test_a_grader_connection_elsewhere_fails_the_audit(
 
     found = failing(rewrite(run_dir, tmp_path / "moved", edit), "network")
     assert any("grader:evaluation call connected to" in f for f in found), found
+
+
+def test_a_resume_routes_the_graders_to_the_same_endpoint(
+    evaluated: tuple[Path, list[RecordedRequest]],
+) -> None:
+    run_dir, _ = evaluated
+    manifest = read_manifest(RunReader(run_dir).manifest, run_dir)
+    settings = settings_of_run(manifest, resolve_settings(flags={}, env={}, cwd=run_dir))
+    routed = role_endpoints(settings, env={"GRADER_B_KEY": "sk-today"})
+    grader = routed["grader:evaluation"]
+    assert (grader.api, grader.model, grader.api_key) == ("anthropic", "judge-b", "sk-today")
+    assert manifest.role_endpoints is not None
+    assert manifest.role_endpoints["grader:evaluation"].url == grader.base_url
+    assert "verifier" not in routed and "generator" not in routed
+    with pytest.raises(InputError, match=r"roles\.grader\.api_key_env names GRADER_B_KEY"):
+        role_endpoints(settings, env={})
