@@ -369,6 +369,7 @@ def run(
         "runs": runs,
         "graders": graders,
         "grading": grading_line(resolved.settings),
+        "scale": resolved.settings.grading.scale,
         "model": _served_model(results),
     }
     written = write_results(out_dir, summary, header)

@@ -132,13 +132,15 @@ def score_line(summary: EvalSummary, run: int, *, strict: bool) -> str:
 
 def results_markdown(summary: EvalSummary, header: dict[str, Any]) -> str:
     top = summary.max_total
+    # On IMO-ProofBench's scale the partial-credit score is its grade, named as published.
+    name = "ProofBench" if header.get("scale") == "proofbench" else "rubric"
     lines = [
         f"# Evaluation: {header['set']['path']}",
         "",
         f"{len(summary.problems)} problems, {summary.runs} run(s) each, "
         f"{header['graders']} grader(s) per final proof; model {header.get('model') or '-'}.",
         *([f"Grading: {header['grading']}.", ""] if header.get("grading") else [""]),
-        f"- rubric total: {_spread_text(summary.rubric_total, top)}",
+        f"- {name} total: {_spread_text(summary.rubric_total, top)}",
         f"- strict total: {_spread_text(summary.strict_total, top)}",
         *(
             [f"- ungraded, counted as 0: {_runs_text(summary.ungraded)}"]
@@ -150,12 +152,12 @@ def results_markdown(summary: EvalSummary, header: dict[str, Any]) -> str:
         "",
     ]
     for n in range(1, summary.runs + 1):
-        lines.append(f"- run {n} rubric: {score_line(summary, n, strict=False)}")
+        lines.append(f"- run {n} {name}: {score_line(summary, n, strict=False)}")
         lines.append(f"- run {n} strict: {score_line(summary, n, strict=True)}")
     lines += ["", "## Problems", ""]
     head = "| problem | " + " | ".join(f"run {n}" for n in range(1, summary.runs + 1))
     lines += [
-        head + " | rubric mean | strict mean |",
+        head + f" | {name} mean | strict mean |",
         "|---" * (summary.runs + 3) + "|",
     ]
     for p in summary.problems:
@@ -176,7 +178,7 @@ def results_markdown(summary: EvalSummary, header: dict[str, Any]) -> str:
         "",
         "## Graders",
         "",
-        "The rubric total had one grader's last grade alone been counted:",
+        f"The {name} total had one grader's last grade alone been counted:",
         "",
         *[
             f"- grader {k + 1}: {_spread_text(total, summary.max_total)}"

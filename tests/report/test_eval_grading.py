@@ -108,3 +108,4 @@ def test_proofbench_scale_lowers_grades_to_its_four(tmp_path: Path) -> None:
     assert one["grader_scores"] == [1, 1, 1]  # 5 is not a ProofBench grade: 1
     assert two["grader_scores"] == [7, 7, 6] and two["grade"] == 6
     assert "ProofBench 7/6/1/0" in markdown
+    assert "- ProofBench total: 7/14" in markdown and "rubric total" not in markdown
