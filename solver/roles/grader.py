@@ -186,7 +186,8 @@ def _accept(value: dict[str, Any]) -> bool:
 
 
 _PROSE_SCORES = (
-    re.compile(r"<points>\s*(\d{1,3}(?:\.\d+)?)\s*</points>", re.IGNORECASE),
+    # "<points>6 out of 7</points>" is IMO-ProofBench's autograder format.
+    re.compile(r"<points>\s*(\d{1,3}(?:\.\d+)?)\s*(?:out\s+of\s+7\s*)?</points>", re.IGNORECASE),
     re.compile(r"\\boxed\{\s*(\d{1,3}(?:\.\d+)?)\s*\}"),
     re.compile(
         r"\b(?:final\s+)?(?:score|grade|points)\b\W{0,6}(\d{1,3}(?:\.\d+)?)(?:\s*/\s*7)?",

@@ -93,3 +93,8 @@ def test_rubric_writer_scheme_must_add_up_to_seven() -> None:
     assert not rubric_writer.parse("no JSON here").parsed
     zero = rubric_writer.parse(_block({"checkpoints": [{"item": "x", "points": 0}]}))
     assert not zero.parsed
+
+
+def test_proofbench_points_tag_is_read() -> None:
+    out = grader.parse("The core is sound; one slip.\n<points>6 out of 7</points>")
+    assert (out.parsed, out.score) == (True, 6)
