@@ -32,7 +32,7 @@ from typing import Any
 
 from solver.config import ResolvedSettings, Settings
 from solver.errors import InputError, SolverError, exit_code_for
-from solver.loop.engine import Progress
+from solver.loop.engine import RunProgress
 from solver.loop.state import CallState, RunState
 from solver.problems.files import Problem
 from solver.records import Decision
@@ -44,7 +44,7 @@ EVAL_FILE = "EVAL.json"
 
 
 class QuietProgress:
-    """The Progress of one run inside an evaluation: it reports nothing per call; the
+    """The RunProgress of one run inside an evaluation: it reports nothing per call; the
     evaluation prints one line per finished run instead."""
 
     def call_started(self, call: CallState) -> None:
@@ -60,11 +60,11 @@ class QuietProgress:
         pass
 
 
-def quiet_progress(state: RunState, elapsed: Callable[[], float]) -> Progress:
+def quiet_progress(state: RunState, elapsed: Callable[[], float]) -> RunProgress:
     return QuietProgress()
 
 
-ProgressFactory = Callable[[RunState, Callable[[], float]], Progress]
+ProgressFactory = Callable[[RunState, Callable[[], float]], RunProgress]
 
 
 class _MonitoredRun(QuietProgress):
@@ -94,7 +94,7 @@ class EvalMonitor:
         self._last = time.monotonic()
 
     def factory(self, label: str) -> ProgressFactory:
-        def make(state: RunState, elapsed: Callable[[], float]) -> Progress:
+        def make(state: RunState, elapsed: Callable[[], float]) -> RunProgress:
             self.live[label] = state
             return _MonitoredRun(self, label, state)
 
@@ -302,7 +302,7 @@ async def drive_job(
                 argv=argv,
                 make_progress=make_progress,
             )
-            return JobResult(job, "finished", outcome.result, resumed=True)
+            return JobResult(job, "finished", outcome.result.to_json(), resumed=True)
         if run_dir.is_dir() and not holds_only_create_leftovers(run_dir):
             raise InputError(
                 f"{run_dir}: holds files but no MANIFEST.json (a start cut short); "
@@ -320,7 +320,7 @@ async def drive_job(
             run_dir=run_dir,
             given_proof=job.given_proof,
         )
-        return JobResult(job, "finished", outcome.result)
+        return JobResult(job, "finished", outcome.result.to_json())
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # one failed run must not stop the evaluation

@@ -22,7 +22,14 @@ from solver.loop.state import (
     review_verdicts,
     verification_calls,
 )
-from solver.records import CallPlanned, Decision, GradeFacts, SelectionFacts, VerificationFacts
+from solver.records import (
+    CallPlanned,
+    Decision,
+    GradeFacts,
+    Outcome,
+    SelectionFacts,
+    VerificationFacts,
+)
 
 BLOCKING_SEVERITIES = ("critical", "major")
 
@@ -50,8 +57,10 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
-class Finish:
-    outcome: str  # solved | partial | unsolved | failed
+class RunEnd:
+    """How the policy ends the run: its outcome, the proof submitted, and why."""
+
+    outcome: Outcome
     selected: tuple[str, int] | None
     reason: str
 
@@ -61,7 +70,7 @@ class Step:
     decisions: tuple[Decision, ...] = ()
     calls: tuple[CallPlanned, ...] = ()
     cancel: tuple[str, ...] = ()
-    finish: Finish | None = None
+    finish: RunEnd | None = None
 
     @property
     def idle(self) -> bool:
@@ -470,21 +479,21 @@ def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
     return Step(finish=_finish(state, state.selected, state.selection_reason))
 
 
-def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> Finish:
+def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> RunEnd:
     if selected is not None:
         version = state.lineages[selected[0]].versions[selected[1]]
         if version.status == "accepted":
-            return Finish("solved", selected, reason)
+            return RunEnd("solved", selected, reason)
         grade = grade_of(state, version)
         if (grade or 0) > 0:
-            return Finish("partial", selected, reason)
+            return RunEnd("partial", selected, reason)
         if grade is None:
             # Not a zero: nothing judged it, which the reader must not take for a verdict.
-            return Finish("unsolved", selected, f"{reason}; no grader gave a grade")
-        return Finish("unsolved", selected, reason)
+            return RunEnd("unsolved", selected, f"{reason}; no grader gave a grade")
+        return RunEnd("unsolved", selected, reason)
     if state.budget_exhausted:
         # The search was stopped, not broken: an honest "unsolved", with the budget named.
-        return Finish("unsolved", None, f"{state.budget_exhausted}; {reason}")
+        return RunEnd("unsolved", None, f"{state.budget_exhausted}; {reason}")
     if any(c.status == "completed" for c in state.calls.values()):
-        return Finish("unsolved", None, reason)
-    return Finish("failed", None, reason + "; no model call completed")
+        return RunEnd("unsolved", None, reason)
+    return RunEnd("failed", None, reason + "; no model call completed")
