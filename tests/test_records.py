@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from solver.config import resolve_settings
+from solver.problems.files import Problem
 from solver.records import (
     FACTS_ADAPTER,
     CallCompleted,
@@ -23,6 +25,8 @@ from solver.records import (
     VerificationFacts,
     parse_loop_record,
 )
+from solver.run.manifest import build_manifest
+from solver.run.sources import resolve_endpoint
 from solver.store import canonical_json
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run-v1-signed"
@@ -40,6 +44,20 @@ def test_the_pre_redesign_manifest_reads_and_writes_back_byte_for_byte() -> None
     assert manifest.problem.record.id == "odd-squares"
     assert manifest.endpoint.source == "configured" and manifest.endpoint.gguf_sha256 is None
     assert canonical_json(manifest.to_json()).rstrip(b"\n") == raw.rstrip(b"\n")
+
+
+def test_a_new_manifest_has_every_key_an_old_one_has(tmp_path: Path) -> None:
+    problem = Problem(id="p", statement="Prove that 1 = 1.")
+    resolved = resolve_settings(flags={"endpoint": "http://127.0.0.1:9/v1"}, env={}, cwd=tmp_path)
+    endpoint, recorded = resolve_endpoint(resolved.settings)
+    written = build_manifest(
+        problem, None, resolved, endpoint, recorded, False, ["solve"], "run-id"
+    ).to_json()
+    old = json.loads((FIXTURE / "MANIFEST.json").read_bytes())
+    assert set(written) == set(old) - {"signing"}
+    assert written["format"] == "solver-run/1"
+    assert set(written["endpoint"]) == set(old["endpoint"])
+    assert set(written["problem"]["record"]) == set(old["problem"]["record"])
 
 
 def test_a_manifest_key_a_newer_solver_added_is_kept() -> None:

@@ -32,11 +32,12 @@ from typing import Any
 
 from solver.config import ResolvedSettings, Settings
 from solver.errors import InputError, SolverError, exit_code_for
+from solver.evaluation.scores import RunStatus
 from solver.loop.engine import RunProgress
 from solver.loop.state import CallState, RunState
 from solver.problems.files import Problem
 from solver.records import Decision
-from solver.run.session import RunOutcome, read_state, resume_run, start_run
+from solver.run.session import ProgressFactory, RunOutcome, read_state, resume_run, start_run
 from solver.store import holds_only_create_leftovers, write_atomic
 
 EVAL_FORMAT = "solver-eval/1"
@@ -62,9 +63,6 @@ class QuietProgress:
 
 def quiet_progress(state: RunState, elapsed: Callable[[], float]) -> RunProgress:
     return QuietProgress()
-
-
-ProgressFactory = Callable[[RunState, Callable[[], float]], RunProgress]
 
 
 class _MonitoredRun(QuietProgress):
@@ -159,7 +157,7 @@ class Job:
 @dataclass(frozen=True)
 class JobResult:
     job: Job
-    status: str  # finished | unfinished | error
+    status: RunStatus
     result: dict[str, Any]
     error: str = ""
     exit_code: int = 0
