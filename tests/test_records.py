@@ -11,6 +11,7 @@ from solver.config import resolve_settings
 from solver.problems.files import Problem
 from solver.records import (
     FACTS_ADAPTER,
+    MANIFEST_FORMAT,
     CallCompleted,
     GradeFacts,
     LlmAbandoned,
@@ -55,7 +56,7 @@ def test_a_new_manifest_has_every_key_an_old_one_has(tmp_path: Path) -> None:
     ).to_json()
     old = json.loads((FIXTURE / "MANIFEST.json").read_bytes())
     assert set(written) == set(old) - {"signing"}
-    assert written["format"] == "solver-run/1"
+    assert written["format"] == MANIFEST_FORMAT  # the format new runs are made in
     assert set(written["endpoint"]) == set(old["endpoint"])
     assert set(written["problem"]["record"]) == set(old["problem"]["record"])
 
