@@ -108,12 +108,15 @@ class SessionStarted(_Rec):
     allow_model_change: bool = False
 
 
+SessionEndReason = Literal[
+    "finished", "interrupted", "endpoint_unavailable", "error", "storage_full", "crashed"
+]
+
+
 class SessionEnded(_Rec):
     type: Literal["session.ended"] = "session.ended"
     session: int
-    reason: Literal[
-        "finished", "interrupted", "endpoint_unavailable", "error", "storage_full", "crashed"
-    ]
+    reason: SessionEndReason
     detail: str = ""
     wall_s: float
 
@@ -152,6 +155,7 @@ class CallPlanned(_Rec):
 
 
 Phase = Literal["solve", "grade", "select", "evaluate", "finished"]
+Outcome = Literal["solved", "partial", "unsolved", "failed"]
 
 
 class InputLink(BaseModel):
@@ -271,7 +275,7 @@ class Decision(_Rec):
 
 class RunFinished(_Rec):
     type: Literal["run.finished"] = "run.finished"
-    outcome: Literal["solved", "partial", "unsolved", "failed"]
+    outcome: Outcome
     final: dict[str, BlobLink]
     summary: dict[str, Any]
 
@@ -428,6 +432,73 @@ class Manifest(_ManifestPart):
     given_proof: str | None = None  # a grading-only run's proof (`solver eval calibrate`)
     # Policy key -> its own endpoint, for the roles configured with one (absent: none).
     role_endpoints: dict[str, ManifestRoleEndpoint] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+# ---------------------------------------------------------------- final/result.json
+
+
+class _ResultPart(BaseModel):
+    # Written by the run itself; read back leniently (an older run's file may lack keys).
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class ResultProblem(_ResultPart):
+    id: str
+    digest: str
+    points: int
+
+
+class ResultSelection(_ResultPart):
+    lineage: str
+    version: int
+    accepted: bool = False
+    proof: str | None = None
+    reason: str = ""
+
+
+class ResultTokens(_ResultPart):
+    input: int = 0
+    output: int = 0
+    reasoning: int = 0
+    total: int = 0
+    by_role: dict[str, int] = Field(default_factory=dict)
+
+
+class ResultCalls(_ResultPart):
+    total: int = 0
+    by_role: dict[str, int] = Field(default_factory=dict)
+    failed: int = 0
+    truncated: int = 0
+
+
+class ResultEvaluation(_ResultPart):
+    scores: list[int | None]  # None: that grader gave no grade
+    reconciled: bool
+
+
+class RunResult(_ResultPart):
+    """final/result.json: what a finished run concluded. A finished run resumed whose file
+    cannot be read has only its ``outcome``; keys absent when read stay absent when written
+    back (``to_json``)."""
+
+    outcome: Outcome
+    run_id: str | None = None
+    problem: ResultProblem | None = None
+    reason: str = ""
+    selected: ResultSelection | None = None
+    score: int | None = None  # the in-loop grade of the selected proof; None: ungraded
+    evaluation_score: int | None = None
+    answer_check: dict[str, Any] | None = None
+    evaluation: ResultEvaluation | None = None
+    tokens: ResultTokens = Field(default_factory=ResultTokens)
+    calls: ResultCalls = Field(default_factory=ResultCalls)
+    lineages: dict[str, str] = Field(default_factory=dict)  # lineage -> how it ended
+    wall_s: float = 0.0
+    sessions: int = 0
+    budget_exhausted: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=True)

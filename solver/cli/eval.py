@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,14 +22,13 @@ from solver.evaluation.evaluate import (
     JobResult,
     drive_jobs,
     file_digest,
-    looks_finished,
     prepare_out,
     run_settings,
 )
-from solver.evaluation.output import score_line, write_results
-from solver.evaluation.scores import EvalSummary, RunScore, score_from_result, summarise
+from solver.evaluation.output import score_line
+from solver.evaluation.scores import EvalSummary
+from solver.evaluation.set_run import plan_counts, plan_set, served_model, write_set_results
 from solver.problems.sets import load_problem_set
-from solver.run.session import read_state
 
 EVAL_GRADERS = 3  # G when neither --graders nor the configuration file sets it
 GRADERS_KEY = "grading.evaluation_graders"
@@ -132,10 +131,8 @@ def _emit(as_json: bool, event: dict[str, Any], text: str) -> None:
         click.echo(text, err=True)
 
 
-def _plan_line(jobs: list[Job]) -> str:
-    done = sum(looks_finished(j.run_dir) for j in jobs)
-    started = sum((j.run_dir / "MANIFEST.json").is_file() for j in jobs) - done
-    fresh = len(jobs) - done - started
+def _plan_line(jobs: Sequence[Job]) -> str:
+    done, started, fresh = plan_counts(jobs)
     return f"{len(jobs)} runs: {done} finished, {started} to resume, {fresh} to start"
 
 
@@ -231,13 +228,6 @@ def _means_line(summary: EvalSummary) -> str:
     return f"rubric mean {rubric.mean:.2f}/{top}, strict mean {strict.mean:.2f}/{top}"
 
 
-def _served_model(results: list[JobResult]) -> str | None:
-    for result in results:
-        if result.status == "finished":
-            return read_state(result.job.run_dir)[1].served_model
-    return None
-
-
 @click.group(
     "eval",
     cls=_DefaultToRun,
@@ -318,61 +308,31 @@ def run(
         grading__reconcile=reconcile,
         grading__scale=scale,
     )
-    out_dir = out_dir or Path("evals") / set_path.stem
-    problems = list(problem_set.problems)
-    identity = {"digest": file_digest(set_path), "items": [p.id for p in problems]}
-    graders = resolved.settings.grading.evaluation_graders
-    names = prepare_out(
-        out_dir,
-        identity,
-        kind="set",
-        extra={"set_path": str(set_path), "runs": runs, "graders": graders},
-        settings=run_settings(resolved.settings, solve=True),
+    plan = plan_set(
+        set_path,
+        list(problem_set.problems),
+        runs,
+        out_dir or Path("evals") / set_path.stem,
+        resolved,
     )
-    jobs = [
-        Job(p.id, n, out_dir / names[p.id] / f"run-{n}", p)
-        for n in range(1, runs + 1)
-        for p in problems
-    ]
     _emit(
         as_json,
-        {"event": "eval.started", "out": str(out_dir), "runs": len(jobs)},
-        f"eval: {out_dir}: {len(problems)} problems x {runs}; {_plan_line(jobs)}",
+        {"event": "eval.started", "out": str(plan.out_dir), "runs": len(plan.jobs)},
+        f"eval: {plan.out_dir}: {len(plan.problems)} problems x {runs}; {_plan_line(plan.jobs)}",
     )
     results = _drive(
-        jobs, resolved, parallel, as_json, lambda j: f"{j.key} run {j.run}", progress_every
+        list(plan.jobs),
+        resolved,
+        parallel,
+        as_json,
+        lambda j: f"{j.key} run {j.run}",
+        progress_every,
     )
-
-    scores: list[RunScore] = []
-    for result in results:
-        job = result.job
-        if result.status == "finished":
-            scores.append(
-                score_from_result(
-                    job.key, job.run, str(job.run_dir), job.problem.points, result.result
-                )
-            )
-        else:
-            scores.append(
-                RunScore(
-                    job.key,
-                    job.run,
-                    str(job.run_dir),
-                    result.status,
-                    job.problem.points,
-                    error=result.error,
-                )
-            )
-    summary = summarise([(p.id, p.points) for p in problems], scores, runs)
-    header = {
-        "set": {"path": str(set_path), "digest": identity["digest"]},
-        "runs": runs,
-        "graders": graders,
+    grading = {
         "grading": grading_line(resolved.settings),
         "scale": resolved.settings.grading.scale,
-        "model": _served_model(results),
     }
-    written = write_results(out_dir, summary, header)
+    summary, written = write_set_results(plan, results, grading)
     json_path, md_path, png_path = written.json_path, written.md_path, written.png_path
     if written.chart_note is not None:
         # stderr in both modes: with --json, stdout stays one JSON object per line.
@@ -471,7 +431,7 @@ def calibrate(
     header = {
         "input": {"path": str(file), "digest": identity["digest"]},
         "graders": graders,
-        "model": _served_model(results),
+        "model": served_model(results),
     }
     json_path, md_path = write_calibration(out_dir, header, agreed, rows)
     if agreed is None:

@@ -12,7 +12,7 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -41,6 +41,22 @@ class _Streaming:
 
     def rate(self, now: float) -> float:
         return self.deltas / self.elapsed(now)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Where the run stands, as every progress line and the live table's title show it."""
+
+    elapsed_s: float
+    tokens: int
+    calls: int
+    accepted: int
+    phase: str
+    budget: dict[str, Any]  # wall_s, tokens, calls: the limits (None: unlimited)
+    budget_left: dict[str, float | None]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 class ProgressBase(ABC):
@@ -91,7 +107,7 @@ class ProgressBase(ABC):
     @abstractmethod
     def refresh(self, event: dict[str, Any]) -> None: ...
 
-    def totals(self) -> dict[str, Any]:
+    def totals(self) -> Totals:
         s = self.state
         elapsed = self.elapsed()
         used = {"wall_s": elapsed, "tokens": s.tokens_total, "calls": s.solve_calls()}
@@ -99,15 +115,15 @@ class ProgressBase(ABC):
             key: (round(limit - used[key], 1) if limit is not None else None)
             for key, limit in self.budget.items()
         }
-        return {
-            "elapsed_s": round(elapsed, 1),
-            "tokens": s.tokens_total,
-            "calls": len(s.calls),
-            "accepted": len(s.accepted()),
-            "phase": s.phase,
-            "budget": self.budget,
-            "budget_left": left,
-        }
+        return Totals(
+            elapsed_s=round(elapsed, 1),
+            tokens=s.tokens_total,
+            calls=len(s.calls),
+            accepted=len(s.accepted()),
+            phase=s.phase,
+            budget=self.budget,
+            budget_left=left,
+        )
 
 
 class JsonProgress(ProgressBase):
@@ -118,7 +134,8 @@ class JsonProgress(ProgressBase):
         self.out = out or sys.stdout
 
     def refresh(self, event: dict[str, Any]) -> None:
-        self.out.write(json.dumps({**event, "totals": self.totals()}, sort_keys=True) + "\n")
+        line = json.dumps({**event, "totals": self.totals().to_json()}, sort_keys=True)
+        self.out.write(line + "\n")
         self.out.flush()
 
     def call_progress(self, call_id: str, entry: _Streaming, now: float) -> None:
@@ -170,11 +187,11 @@ class LiveProgress(ProgressBase):
     def _table(self) -> Table:
         s = self.state
         t = self.totals()
-        left = t["budget_left"]
+        left = t.budget_left
         budget = ", ".join(f"{k} {v}" for k, v in left.items() if v is not None) or "none"
         table = Table(
-            title=f"phase {s.phase} | {t['elapsed_s']:.0f} s | {t['tokens']} tokens | "
-            f"{t['calls']} calls | accepted {t['accepted']} | budget left: {budget}",
+            title=f"phase {s.phase} | {t.elapsed_s:.0f} s | {t.tokens} tokens | "
+            f"{t.calls} calls | accepted {t.accepted} | budget left: {budget}",
             title_justify="left",
         )
         columns = ("candidate", "version", "in flight", "verified", "tokens", "tok/s", "elapsed")

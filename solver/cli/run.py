@@ -18,7 +18,7 @@ from solver.cli.errors import reports_errors
 from solver.cli.progress import JsonProgress, LiveProgress, ProgressBase
 from solver.config import ResolvedSettings, resolve_settings
 from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
-from solver.loop.engine import Progress
+from solver.loop.engine import RunProgress
 from solver.loop.state import RunState
 from solver.problems.files import load_problem
 from solver.run.manifest import read_manifest, settings_of_run
@@ -62,8 +62,8 @@ def run_interruptibly(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 def _progress_factory(
     as_json: bool, budget: dict[str, Any], holder: list[ProgressBase]
-) -> Callable[[RunState, Callable[[], float]], Progress]:
-    def make(state: RunState, elapsed: Callable[[], float]) -> Progress:
+) -> Callable[[RunState, Callable[[], float]], RunProgress]:
+    def make(state: RunState, elapsed: Callable[[], float]) -> RunProgress:
         progress: ProgressBase
         if as_json:
             progress = JsonProgress(state, budget, elapsed)
@@ -92,30 +92,29 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
     if as_json:
         click.echo(
             json.dumps(
-                {"event": "run.finished", "run_dir": str(outcome.run_dir), **outcome.result},
+                {
+                    "event": "run.finished",
+                    "run_dir": str(outcome.run_dir),
+                    **outcome.result.to_json(),
+                },
                 sort_keys=True,
             )
         )
         return
     r = outcome.result
     console = Console()
-    console.print(f"[bold]outcome:[/bold] {r['outcome']}  ({r.get('reason', '')})")
-    if r.get("selected"):
-        sel = r["selected"]
+    console.print(f"[bold]outcome:[/bold] {r.outcome}  ({r.reason})")
+    if r.selected is not None:
+        sel = r.selected
         console.print(
-            f"selected {sel['lineage']} v{sel['version']} "
-            f"({'accepted' if sel['accepted'] else 'not accepted'}); {_grade_text(r.get('score'))}"
+            f"selected {sel.lineage} v{sel.version} "
+            f"({'accepted' if sel.accepted else 'not accepted'}); {_grade_text(r.score)}"
         )
-    if r.get("evaluation_score") is not None:
-        console.print(f"evaluation grade: {r['evaluation_score']}/7")
-    if r.get("answer_check"):
-        console.print(f"answer check: {r['answer_check']['verdict']}")
-    tokens = r.get("tokens", {})
-    calls = r.get("calls", {})
-    console.print(
-        f"{calls.get('total', 0)} calls, {tokens.get('total', 0)} tokens, "
-        f"{r.get('wall_s', 0):.1f} s"
-    )
+    if r.evaluation_score is not None:
+        console.print(f"evaluation grade: {r.evaluation_score}/7")
+    if r.answer_check:
+        console.print(f"answer check: {r.answer_check['verdict']}")
+    console.print(f"{r.calls.total} calls, {r.tokens.total} tokens, {r.wall_s:.1f} s")
     console.print(f"proof:  {outcome.run_dir / 'final' / 'proof.md'}")
     console.print(f"result: {outcome.run_dir / 'final' / 'result.json'}")
     console.print(f"audit:  solver audit {outcome.run_dir}")

@@ -32,12 +32,13 @@ from typing import Any
 
 from solver.config import ResolvedSettings, Settings
 from solver.errors import InputError, SolverError, exit_code_for
+from solver.evaluation.scores import RunStatus
 from solver.loop.capacity import SharedCapacity
-from solver.loop.engine import Progress
+from solver.loop.engine import RunProgress
 from solver.loop.state import CallState, RunState
 from solver.problems.files import Problem
 from solver.records import Decision
-from solver.run.session import RunOutcome, read_state, resume_run, start_run
+from solver.run.session import ProgressFactory, RunOutcome, read_state, resume_run, start_run
 from solver.store import holds_only_create_leftovers, write_atomic
 
 EVAL_FORMAT = "solver-eval/1"
@@ -45,7 +46,7 @@ EVAL_FILE = "EVAL.json"
 
 
 class QuietProgress:
-    """The Progress of one run inside an evaluation: it reports nothing per call; the
+    """The RunProgress of one run inside an evaluation: it reports nothing per call; the
     evaluation prints one line per finished run instead."""
 
     def call_started(self, call: CallState) -> None:
@@ -61,11 +62,8 @@ class QuietProgress:
         pass
 
 
-def quiet_progress(state: RunState, elapsed: Callable[[], float]) -> Progress:
+def quiet_progress(state: RunState, elapsed: Callable[[], float]) -> RunProgress:
     return QuietProgress()
-
-
-ProgressFactory = Callable[[RunState, Callable[[], float]], Progress]
 
 
 class _MonitoredRun(QuietProgress):
@@ -95,7 +93,7 @@ class EvalMonitor:
         self._last = time.monotonic()
 
     def factory(self, label: str) -> ProgressFactory:
-        def make(state: RunState, elapsed: Callable[[], float]) -> Progress:
+        def make(state: RunState, elapsed: Callable[[], float]) -> RunProgress:
             self.live[label] = state
             return _MonitoredRun(self, label, state)
 
@@ -160,7 +158,7 @@ class Job:
 @dataclass(frozen=True)
 class JobResult:
     job: Job
-    status: str  # finished | unfinished | error
+    status: RunStatus
     result: dict[str, Any]
     error: str = ""
     exit_code: int = 0
@@ -309,7 +307,7 @@ async def drive_job(
                 make_progress=make_progress,
                 capacity=capacity,
             )
-            return JobResult(job, "finished", outcome.result, resumed=True)
+            return JobResult(job, "finished", outcome.result.to_json(), resumed=True)
         if run_dir.is_dir() and not holds_only_create_leftovers(run_dir):
             raise InputError(
                 f"{run_dir}: holds files but no MANIFEST.json (a start cut short); "
@@ -328,7 +326,7 @@ async def drive_job(
             given_proof=job.given_proof,
             capacity=capacity,
         )
-        return JobResult(job, "finished", outcome.result)
+        return JobResult(job, "finished", outcome.result.to_json())
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # one failed run must not stop the evaluation

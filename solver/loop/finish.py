@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from solver.loop.policy import (
-    Finish,
+    RunEnd,
     evaluation_calls,
     evaluation_score,
     grade_of,
@@ -85,7 +85,7 @@ def summarise(state: RunState, wall_s: float) -> dict[str, Any]:
 
 
 def write_finish(
-    recorder: Recorder, problem: Problem, finish: Finish, wall_s: float
+    recorder: Recorder, problem: Problem, finish: RunEnd, wall_s: float
 ) -> dict[str, Any]:
     state = recorder.state
     store = recorder.store

@@ -34,7 +34,13 @@ from solver.loop.state import (
     review_verdicts,
     verification_calls,
 )
-from solver.records import CallPlanned, Decision, SelectionFacts, VerificationFacts
+from solver.records import (
+    CallPlanned,
+    Decision,
+    Outcome,
+    SelectionFacts,
+    VerificationFacts,
+)
 
 # Names of the evaluation phase (solver.loop.grading) that callers still import from here.
 __all__ = ["evaluation_calls", "evaluation_score", "graded_score"]
@@ -81,8 +87,10 @@ class PolicyConfig:
 
 
 @dataclass(frozen=True)
-class Finish:
-    outcome: str  # solved | partial | unsolved | failed
+class RunEnd:
+    """How the policy ends the run: its outcome, the proof submitted, and why."""
+
+    outcome: Outcome
     selected: tuple[str, int] | None
     reason: str
     evaluation: dict[str, Any] | None = None  # the evaluation grading, when there was one
@@ -93,7 +101,7 @@ class Step:
     decisions: tuple[Decision, ...] = ()
     calls: tuple[CallPlanned, ...] = ()
     cancel: tuple[str, ...] = ()
-    finish: Finish | None = None
+    finish: RunEnd | None = None
 
     @property
     def idle(self) -> bool:
@@ -429,25 +437,25 @@ def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
     if calls is None:
         finish = _finish(state, state.selected, state.selection_reason)
         summary = evaluation_summary(state, rules)
-        return Step(finish=Finish(finish.outcome, finish.selected, finish.reason, summary))
+        return Step(finish=RunEnd(finish.outcome, finish.selected, finish.reason, summary))
     return Step(calls=calls)
 
 
-def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> Finish:
+def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> RunEnd:
     if selected is not None:
         version = state.lineages[selected[0]].versions[selected[1]]
         if version.status == "accepted":
-            return Finish("solved", selected, reason)
+            return RunEnd("solved", selected, reason)
         grade = grade_of(state, version)
         if (grade or 0) > 0:
-            return Finish("partial", selected, reason)
+            return RunEnd("partial", selected, reason)
         if grade is None:
             # Not a zero: nothing judged it, which the reader must not take for a verdict.
-            return Finish("unsolved", selected, f"{reason}; no grader gave a grade")
-        return Finish("unsolved", selected, reason)
+            return RunEnd("unsolved", selected, f"{reason}; no grader gave a grade")
+        return RunEnd("unsolved", selected, reason)
     if state.budget_exhausted:
         # The search was stopped, not broken: an honest "unsolved", with the budget named.
-        return Finish("unsolved", None, f"{state.budget_exhausted}; {reason}")
+        return RunEnd("unsolved", None, f"{state.budget_exhausted}; {reason}")
     if any(c.status == "completed" for c in state.calls.values()):
-        return Finish("unsolved", None, reason)
-    return Finish("failed", None, reason + "; no model call completed")
+        return RunEnd("unsolved", None, reason)
+    return RunEnd("failed", None, reason + "; no model call completed")

@@ -33,7 +33,7 @@ from solver.records import (
 from solver.store import BlobWriter, RunStore
 
 
-class Progress(Protocol):
+class RunProgress(Protocol):
     def call_started(self, call: CallState) -> None: ...
     def call_finished(self, call: CallState) -> None: ...
     def streamed(self, call_id: str, chars: int) -> None: ...
@@ -79,7 +79,7 @@ class CallObserver:
     recorder: Recorder
     call_id: str
     api: str
-    progress: Progress
+    progress: RunProgress
     open: dict[str, _OpenAttempt] = field(default_factory=dict)
     input_estimate: int = 0  # the prompt's tokens, on the high side
     streamed_chars: int = 0  # of the attempt in progress, for the usage of one cut short

@@ -29,6 +29,7 @@ from solver.records import (
     LoopRecord,
     NetConnect,
     NoFacts,
+    Outcome,
     Phase,
     ReviewFacts,
     RunFinished,
@@ -38,7 +39,7 @@ from solver.records import (
     VerificationFacts,
 )
 from solver.roles import verifier
-from solver.roles.verifier import Finding
+from solver.roles.verifier import ProofFinding
 
 CallStatus = Literal["planned", "completed", "failed", "cancelled"]
 VersionStatus = Literal["open", "accepted", "failed", "unusable"]
@@ -122,7 +123,7 @@ class RunState:
     budget_exhausted: str = ""
     selected: tuple[str, int] | None = None
     selection_reason: str = ""
-    outcome: str | None = None
+    outcome: Outcome | None = None
     sessions: int = 0
     session_started_t: str = ""
     ended_wall_s: float = 0.0
@@ -352,13 +353,13 @@ def review_calls(state: RunState, lineage: str, version: int) -> list[CallState]
     ]
 
 
-def findings_of(call: CallState) -> tuple[Finding, ...]:
+def findings_of(call: CallState) -> tuple[ProofFinding, ...]:
     """A verification's findings; none for any other call."""
     return call.facts.findings if isinstance(call.facts, VerificationFacts) else ()
 
 
 def review_verdicts(
-    review: CallState | None, findings: Sequence[Finding]
+    review: CallState | None, findings: Sequence[ProofFinding]
 ) -> tuple[set[str], dict[str, str]] | None:
     """The ids a verification's review confirmed and the severities it set; None while there
     is no ended review. A review that failed or was cancelled reviewed nothing, so every
@@ -372,10 +373,10 @@ def review_verdicts(
     return set(review.facts.confirmed), dict(review.facts.severity)
 
 
-def confirmed_findings(state: RunState, lineage: str, version: int) -> list[Finding]:
+def confirmed_findings(state: RunState, lineage: str, version: int) -> list[ProofFinding]:
     """Findings of this version's verifications that their review confirmed (or could not
     review), at the severity the review set, in a stable order."""
-    found: list[Finding] = []
+    found: list[ProofFinding] = []
     reviews = {c.target: c for c in review_calls(state, lineage, version)}
     for ver_call in sorted(verification_calls(state, lineage, version), key=lambda c: c.call_id):
         findings = findings_of(ver_call)
@@ -393,7 +394,7 @@ def confirmed_findings(state: RunState, lineage: str, version: int) -> list[Find
     return found
 
 
-def finding_keys(finding: Finding) -> set[str]:
+def finding_keys(finding: ProofFinding) -> set[str]:
     """A recorded finding's identities across versions (see ``verifier.finding_keys``)."""
     return verifier.finding_keys(finding.location, finding.explanation)
 

@@ -34,6 +34,7 @@ from solver.records import (
     LlmStarted,
     LoopRecord,
     RunFinished,
+    RunResult,
     SessionEnded,
     SessionStarted,
 )
@@ -220,7 +221,7 @@ def load_report(
         # A grading-only run (a given proof, as calibration makes) solves nothing: its
         # outcome is that it was graded, not that the problem stayed unsolved.
         outcome="graded" if state.outcome and manifest.given_proof else state.outcome,
-        reason=str(result.get("reason") or state.budget_exhausted or ""),
+        reason=(result.reason if result is not None else "") or state.budget_exhausted,
         problem=_problem(manifest.problem.record),
         model=state.served_model or manifest.model.requested,
         endpoint=manifest.endpoint.url,
@@ -231,7 +232,7 @@ def load_report(
         proof_text=proof_text,
         evaluation=_evaluation(ordered, result),
         in_loop_score=_in_loop_score(ordered, state),
-        answer_check=result.get("answer_check"),
+        answer_check=result.answer_check if result is not None else None,
         lineages=_lineages(state, ordered),
         calls=tuple(ordered),
         timeline=tuple(sorted(journal.timeline, key=lambda e: e.t)),
@@ -294,27 +295,27 @@ def _texts(state: RunState, calls: list[CallView], blobs: _Reader) -> dict[str, 
     return texts
 
 
-def _final_result(reader: RunReader, finished: RunFinished | None) -> dict[str, Any]:
+def _final_result(reader: RunReader, finished: RunFinished | None) -> RunResult | None:
     """final/result.json, when the run.finished record names it and the bytes match."""
     link = finished.final.get("result.json") if finished is not None else None
     if link is None:
-        return {}
+        return None
     try:
-        loaded = json.loads(reader.read_blob(link.blob))
+        return RunResult.model_validate_json(reader.read_blob(link.blob))
     except (StoreError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
+        return None
 
 
-def _evaluation(calls: list[CallView], result: dict[str, Any]) -> dict[str, Any] | None:
+def _evaluation(calls: list[CallView], result: RunResult | None) -> dict[str, Any] | None:
     graders = [c for c in calls if c.phase == "evaluate" and c.role in _GRADER_ROLES]
     if not graders:
         return None
     reconcile = next((c for c in calls if c.role == "grader:reconcile"), None)
     rejudges = {c.target: c for c in calls if c.role == "grader:rejudge"}
     rejudged = [rejudges.get(c.call_id) for c in graders]
-    score = result.get("evaluation_score")
-    how = (result.get("evaluation") or {}).get("aggregation")
+    score = result.evaluation_score if result is not None else None
+    extra = (result.evaluation.model_extra or {}) if result and result.evaluation else {}
+    how = extra.get("aggregation")
     if reconcile is not None and reconcile.status == "completed":
         note = f"; reconciled to {_score(reconcile)}"
     elif any(r is not None for r in rejudged):
@@ -335,7 +336,7 @@ def _evaluation(calls: list[CallView], result: dict[str, Any]) -> dict[str, Any]
         "note": note,
         "score": score,
         # The run finished and its final proof has no readable grade: scored 0, labelled.
-        "ungraded": bool(result) and score is None and result.get("selected") is not None,
+        "ungraded": result is not None and score is None and result.selected is not None,
     }
 
 

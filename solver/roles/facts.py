@@ -24,7 +24,7 @@ from pydantic import (
 Severity = Literal["critical", "major", "minor"]
 
 
-class Finding(BaseModel):
+class ProofFinding(BaseModel):
     """One defect a verifier reported in a proof."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -78,7 +78,7 @@ class ProofFacts(_Facts):
 class VerificationFacts(_Facts):
     KIND: ClassVar[FactsKind] = "verification"
     verdict: Literal["pass", "fail"]
-    findings: tuple[Finding, ...]
+    findings: tuple[ProofFinding, ...]
 
 
 class ReviewFacts(_Facts):

@@ -22,13 +22,13 @@ from solver.roles.base import Kind, RoleInputs, RoleOutput
 from solver.roles.facts import ReviewFacts
 from solver.roles.jsonblock import find_object, lower_keys
 from solver.roles.proof import strip_thinking
-from solver.roles.verifier import Finding, Severity, normalise_severity
+from solver.roles.verifier import ProofFinding, Severity, normalise_severity
 
 NAME = "reviewer"
 VARIANTS: tuple[str, ...] = ("standard",)
 TEMPLATES: dict[str, tuple[str, str]] = {"standard": ("reviewer/system.j2", "reviewer/user.j2")}
 
-Decision = Literal["confirmed", "rejected"]
+ReviewDecision = Literal["confirmed", "rejected"]
 
 
 class Inputs(RoleInputs):
@@ -41,7 +41,7 @@ class Review(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     finding_id: str
-    decision: Decision
+    decision: ReviewDecision
     severity: Severity | None
     reason: str
 
@@ -65,7 +65,7 @@ class Output(RoleOutput):
             reason="not reviewed (confirmed by default)",
         )
 
-    def facts(self, findings: Sequence[Finding]) -> ReviewFacts:
+    def facts(self, findings: Sequence[ProofFinding]) -> ReviewFacts:
         """This review of a report's ``findings``: which stand (at which severity), which
         fall. A finding the review did not address stands at the verifier's severity."""
         confirmed: list[str] = []
@@ -84,10 +84,12 @@ class Output(RoleOutput):
 CONSERVATIVE = Output(parsed=False, parse_note="no reviews", reviews=())
 
 
-def confirmed_findings(findings: tuple[Finding, ...], review: Output) -> tuple[Finding, ...]:
+def confirmed_findings(
+    findings: tuple[ProofFinding, ...], review: Output
+) -> tuple[ProofFinding, ...]:
     """The findings of one report that its review confirmed (unaddressed ones included), with
     the severity the reviewer settled on. This, never the raw report, is what a reviser gets."""
-    kept: list[Finding] = []
+    kept: list[ProofFinding] = []
     for finding in findings:
         decision = review.decision_for(finding.id, finding.severity)
         if decision.decision == "confirmed":
@@ -111,7 +113,7 @@ _REJECT_WORDS: frozenset[tuple[str, ...]] = frozenset(
 )
 
 
-def _decision(value: object) -> Decision:
+def _decision(value: object) -> ReviewDecision:
     """Rejected only when the whole decision is a rejection; anything else, booleans and
     hedged phrases included, confirms (the conservative reading)."""
     if isinstance(value, bool):

@@ -16,7 +16,7 @@ from pydantic import Field
 from solver.roles import generator
 from solver.roles.base import Kind, RoleInputs
 from solver.roles.proof import claimed_status, extract_proof
-from solver.roles.verifier import Finding, finding_keys
+from solver.roles.verifier import ProofFinding, finding_keys
 
 NAME = "reviser"
 VARIANTS: tuple[str, ...] = ("standard",)
@@ -68,11 +68,11 @@ def parse(text: str) -> Output:
 _RANK = {"minor": 0, "major": 1, "critical": 2}
 
 
-def merge_duplicates(findings: Sequence[Finding]) -> list[Finding]:
+def merge_duplicates(findings: Sequence[ProofFinding]) -> list[ProofFinding]:
     """One finding per flaw: findings sharing a ``verifier.finding_keys`` key (two verifiers
     wording one flaw differently), or alike in every field, are merged into the first, at the
     most severe severity any of them has. Order of first appearance is kept."""
-    merged: list[Finding] = []
+    merged: list[ProofFinding] = []
     keys: list[set[str]] = []
     for finding in findings:
         own = finding_keys(finding.location, finding.explanation)
@@ -89,7 +89,7 @@ def merge_duplicates(findings: Sequence[Finding]) -> list[Finding]:
     return merged
 
 
-def format_findings(findings: Sequence[Finding]) -> str:
+def format_findings(findings: Sequence[ProofFinding]) -> str:
     """Confirmed findings as the reviser is shown them: renumbered C1, C2, ... (so no verifier
     identity or report structure shows through), duplicates merged (``merge_duplicates``)."""
     blocks = [

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from solver.roles.base import Kind, RoleInputs, RoleOutput
-from solver.roles.facts import Finding as Finding
+from solver.roles.facts import ProofFinding as ProofFinding
 from solver.roles.facts import Severity as Severity
 from solver.roles.facts import VerificationFacts
 from solver.roles.jsonblock import find_object, lower_keys
@@ -38,7 +38,7 @@ class Inputs(RoleInputs):
 
 
 class Output(RoleOutput):
-    findings: tuple[Finding, ...]
+    findings: tuple[ProofFinding, ...]
     verdict: Literal["pass", "fail"]
     stated_verdict: Literal["pass", "fail", "missing"]
 
@@ -47,7 +47,7 @@ class Output(RoleOutput):
         return self.verdict == "pass"
 
     @property
-    def blocking_findings(self) -> tuple[Finding, ...]:
+    def blocking_findings(self) -> tuple[ProofFinding, ...]:
         return tuple(f for f in self.findings if f.severity in BLOCKING)
 
     def facts(self) -> VerificationFacts:
@@ -91,10 +91,10 @@ def _verdict_word(value: object) -> Literal["pass", "fail", "missing"]:
     return "missing"
 
 
-def _findings(raw: Any) -> tuple[Finding, ...]:
+def _findings(raw: Any) -> tuple[ProofFinding, ...]:
     if not isinstance(raw, list):
         return ()
-    findings: list[Finding] = []
+    findings: list[ProofFinding] = []
     items = [lower_keys(item) for item in raw if isinstance(item, dict)]
     # A missing id takes a number no explicit id uses, so it never shadows a finding the
     # verifier named itself ("F1" with no id before it stays F1).
@@ -113,7 +113,7 @@ def _findings(raw: Any) -> tuple[Finding, ...]:
         location = data.get("location", data.get("quote", data.get("where", "")))
         explanation = data.get("explanation", data.get("issue", data.get("description", "")))
         findings.append(
-            Finding(
+            ProofFinding(
                 id=ident,
                 location=str(location).strip(),
                 severity=normalise_severity(data.get("severity", data.get("class", "major"))),

@@ -17,6 +17,7 @@ from solver.identity import code_identity
 from solver.llm import Endpoint
 from solver.problems.files import Problem
 from solver.records import (
+    MANIFEST_FORMAT,
     BlobLink,
     Manifest,
     ManifestConfig,
@@ -60,6 +61,7 @@ def build_manifest(
     return Manifest(
         run_id=run_id,
         created=utc_now().isoformat().replace("+00:00", "Z"),
+        format=MANIFEST_FORMAT,
         hash="sha256",
         problem=ManifestProblem(
             path=str(problem_path) if problem_path else None,

@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import os
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -32,9 +31,9 @@ from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder
 from solver.loop.engine import (
     Engine,
-    Progress,
     Recorder,
     Route,
+    RunProgress,
     monotonic_elapsed,
     wait_for_endpoint,
 )
@@ -50,7 +49,9 @@ from solver.records import (
     EndpointProbed,
     LoopRecord,
     NetConnect,
+    RunResult,
     SessionEnded,
+    SessionEndReason,
     SessionStarted,
     parse_loop_record,
 )
@@ -69,7 +70,7 @@ from solver.store import Record, RunReader, RunStore, holds_only_create_leftover
 class RunOutcome:
     run_dir: Path
     outcome: str
-    result: dict[str, Any]
+    result: RunResult
 
 
 def _slug(text: str) -> str:
@@ -173,11 +174,152 @@ def typed_record(rec: Record) -> LoopRecord | None:
         raise RunCorrupt(f"record {rec.seq} ({rec.type}): {at}: {first['msg']}") from None
 
 
+ProgressFactory = Callable[[RunState, Callable[[], float]], RunProgress]
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What one session of a run is started with: a fresh run's or a resume's."""
+
+    settings: Settings
+    endpoint: Endpoint
+    problem: Problem
+    evaluation: bool
+    reason: Literal["fresh", "resume"]
+    argv: list[str]
+    allow_model_change: bool
+    make_progress: ProgressFactory
+    # Within an evaluation, the call slots the runs of a set share.
+    capacity: SharedCapacity | None = None
+
+
+class _Session:
+    """One session's records: its start, exactly one end, the endpoint it probed."""
+
+    def __init__(self, recorder: Recorder, plan: SessionPlan) -> None:
+        self.recorder = recorder
+        self.plan = plan
+        self.number = recorder.state.sessions + 1
+        recorder.store.set_session(self.number)
+        self.prior_wall_s = recorder.state.ended_wall_s
+        self.elapsed = monotonic_elapsed(self.prior_wall_s)
+        self.ended = False
+
+    def start(self) -> None:
+        self.recorder.append(
+            SessionStarted(
+                session=self.number,
+                reason=self.plan.reason,
+                pid=os.getpid(),
+                host=host_name(),
+                code=code_identity(),
+                argv=self.plan.argv,
+                allow_model_change=self.plan.allow_model_change,
+            )
+        )
+
+    def end(self, why: SessionEndReason, detail: str = "") -> None:
+        if not self.ended:
+            self.ended = True
+            self.recorder.append(
+                SessionEnded(
+                    session=self.number,
+                    reason=why,
+                    detail=detail,
+                    wall_s=self.elapsed() - self.prior_wall_s,
+                )
+            )
+
+    def journal_connection(self, conn: Connection) -> None:
+        # a probe's connection, which the calls after it may reuse: no call id
+        self.recorder.append(
+            NetConnect(call_id="", host=conn.host, port=conn.port, address=conn.address)
+        )
+
+    async def probe(self, client: ModelClient) -> str:
+        """Wait for the endpoint, record what it serves, refuse a changed model unless
+        allowed; the model the calls name."""
+        state = self.recorder.state
+        endpoint = self.plan.endpoint
+        try:
+            info = await wait_for_endpoint(client, self.plan.settings.retry.endpoint_wait_s)
+        except EndpointUnavailable as exc:
+            self.end("endpoint_unavailable", str(exc))
+            raise
+        served = info.models[0] if info.models else endpoint.model
+        changed = None
+        if state.first_served_model and served != state.first_served_model:
+            if not self.plan.allow_model_change:
+                self.end("error", "served model changed")
+                raise ModelChanged(
+                    f"the endpoint now serves {served!r}, but this run used "
+                    f"{state.first_served_model!r}; pass --allow-model-change to go on anyway"
+                )
+            changed = state.first_served_model
+        self.recorder.append(
+            EndpointProbed(
+                url=info.url,
+                models=list(info.models),
+                served_model=served,
+                context_length=info.context_length,
+                response=self.recorder.blob(info.raw) if info.raw else None,
+                model_changed_from=changed,
+            )
+        )
+        return endpoint.model or served
+
+    def engine(self, client: ModelClient, model: str, routes: dict[str, Route]) -> Engine:
+        plan, recorder = self.plan, self.recorder
+        settings, problem = plan.settings, plan.problem
+        return Engine(
+            recorder=recorder,
+            client=client,
+            contexts=ContextBuilder(recorder.store, recorder.state, problem, seed=settings.seed),
+            policy=policy_config(
+                settings,
+                evaluation=plan.evaluation,
+                material=bool(problem.reference_solution or problem.grading_guidelines),
+                scheme=bool(problem.reference_solution and not problem.grading_guidelines),
+            ),
+            model=model,
+            api=plan.endpoint.api,
+            sampling=sampling_for(settings, None),
+            # Within an evaluation the run may use any slot the others leave free.
+            concurrency=plan.capacity.slots if plan.capacity is not None else settings.concurrency,
+            capacity=plan.capacity,
+            label=problem.id,
+            progress=plan.make_progress(recorder.state, self.elapsed),
+            elapsed=self.elapsed,
+            endpoint_wait_s=settings.retry.endpoint_wait_s,
+            routes=routes,
+        )
+
+
 @dataclass(frozen=True)
 class ModelClientOptions:
     deadlines: Deadlines
     retry: RetryPolicy
     on_connect: Callable[[Connection], None]
+
+
+def _client_options(
+    plan: SessionPlan, on_connect: Callable[[Connection], None]
+) -> ModelClientOptions:
+    timeouts, retry = plan.settings.timeouts, plan.settings.retry
+    deadlines = Deadlines(
+        connect=timeouts.connect_s,
+        first_byte=timeouts.first_byte_s,
+        idle=timeouts.idle_s,
+        total=timeouts.total_s,
+    )
+    policy = RetryPolicy(max_attempts=retry.max_attempts, max_wait=retry.max_wait_s)
+    return ModelClientOptions(deadlines, policy, on_connect)
+
+
+def _client(endpoint: Endpoint, options: ModelClientOptions) -> ModelClient:
+    return ModelClient(
+        endpoint, deadlines=options.deadlines, retry=options.retry, on_connect=options.on_connect
+    )
 
 
 @contextlib.asynccontextmanager
@@ -192,14 +334,7 @@ async def _role_routes(
         for key, endpoint in sorted(endpoints.items()):
             ident = (endpoint.base_url, endpoint.api, endpoint.model)
             if ident not in opened:
-                client = await stack.enter_async_context(
-                    ModelClient(
-                        endpoint,
-                        deadlines=options.deadlines,
-                        retry=options.retry,
-                        on_connect=options.on_connect,
-                    )
-                )
+                client = await stack.enter_async_context(_client(endpoint, options))
                 info = await wait_for_endpoint(client, wait_s)
                 model = endpoint.model or (info.models[0] if info.models else "")
                 opened[ident] = Route(client, model, endpoint.api)
@@ -207,139 +342,35 @@ async def _role_routes(
         yield routes
 
 
-async def _drive(
-    store: RunStore,
-    state: RunState,
-    settings: Settings,
-    endpoint: Endpoint,
-    problem: Problem,
-    evaluation: bool,
-    reason: str,
-    argv: list[str],
-    allow_model_change: bool,
-    make_progress: Callable[[RunState, Callable[[], float]], Progress],
-    capacity: SharedCapacity | None = None,
-) -> RunOutcome:
+async def _drive(store: RunStore, state: RunState, plan: SessionPlan) -> RunOutcome:
+    """One session: start it, probe the endpoint, run the engine to the run's finish, and
+    record why the session ended, whatever ends it."""
     recorder = Recorder(store, state)
-    session = state.sessions + 1
-    store.set_session(session)
-    prior = state.ended_wall_s
-    elapsed = monotonic_elapsed(prior)
-    recorder.append(
-        SessionStarted(
-            session=session,
-            reason=reason,
-            pid=os.getpid(),
-            host=host_name(),
-            code=code_identity(),
-            argv=argv,
-            allow_model_change=allow_model_change,
-        )
-    )
-    timeouts = settings.timeouts
-    deadlines = Deadlines(
-        connect=timeouts.connect_s,
-        first_byte=timeouts.first_byte_s,
-        idle=timeouts.idle_s,
-        total=timeouts.total_s,
-    )
-    retry = RetryPolicy(
-        max_attempts=settings.retry.max_attempts, max_wait=settings.retry.max_wait_s
-    )
-    ended = False
-
-    def end(why: str, detail: str = "") -> None:
-        nonlocal ended
-        if not ended:
-            ended = True
-            recorder.append(
-                SessionEnded(
-                    session=session,
-                    reason=why,
-                    detail=detail,
-                    wall_s=elapsed() - prior,
-                )
-            )
-
-    def journal_connection(conn: Connection) -> None:
-        # a probe's connection, which the calls after it may reuse: no call id
-        recorder.append(
-            NetConnect(call_id="", host=conn.host, port=conn.port, address=conn.address)
-        )
-
+    session = _Session(recorder, plan)
+    session.start()
     try:
+        options = _client_options(plan, session.journal_connection)
         async with (
-            ModelClient(
-                endpoint, deadlines=deadlines, retry=retry, on_connect=journal_connection
-            ) as client,
+            _client(plan.endpoint, options) as client,
             _role_routes(
-                role_endpoints(settings),
-                ModelClientOptions(deadlines, retry, journal_connection),
-                settings.retry.endpoint_wait_s,
+                role_endpoints(plan.settings), options, plan.settings.retry.endpoint_wait_s
             ) as routes,
         ):
-            try:
-                info = await wait_for_endpoint(client, settings.retry.endpoint_wait_s)
-            except EndpointUnavailable as exc:
-                end("endpoint_unavailable", str(exc))
-                raise
-            served = info.models[0] if info.models else endpoint.model
-            changed = None
-            if state.first_served_model and served != state.first_served_model:
-                if not allow_model_change:
-                    end("error", "served model changed")
-                    raise ModelChanged(
-                        f"the endpoint now serves {served!r}, but this run used "
-                        f"{state.first_served_model!r}; pass --allow-model-change to go on anyway"
-                    )
-                changed = state.first_served_model
-            recorder.append(
-                EndpointProbed(
-                    url=info.url,
-                    models=list(info.models),
-                    served_model=served,
-                    context_length=info.context_length,
-                    response=recorder.blob(info.raw) if info.raw else None,
-                    model_changed_from=changed,
-                )
-            )
-            model = endpoint.model or served
-            progress = make_progress(state, elapsed)
-            engine = Engine(
-                recorder=recorder,
-                client=client,
-                contexts=ContextBuilder(store, state, problem, seed=settings.seed),
-                policy=policy_config(
-                    settings,
-                    evaluation=evaluation,
-                    material=bool(problem.reference_solution or problem.grading_guidelines),
-                    scheme=bool(problem.reference_solution and not problem.grading_guidelines),
-                ),
-                model=model,
-                api=endpoint.api,
-                sampling=sampling_for(settings, None),
-                # Within an evaluation the run may use any slot the others leave free.
-                concurrency=capacity.slots if capacity is not None else settings.concurrency,
-                capacity=capacity,
-                label=problem.id,
-                progress=progress,
-                elapsed=elapsed,
-                endpoint_wait_s=settings.retry.endpoint_wait_s,
-                routes=routes,
-            )
+            model = await session.probe(client)
             if state.phase != "finished":
-                finish = await engine.run()
-                result = write_finish(recorder, problem, finish, elapsed())
+                finish = await session.engine(client, model, routes).run()
+                written = write_finish(recorder, plan.problem, finish, session.elapsed())
+                result = RunResult.model_validate(written)
             else:
-                result = {"outcome": state.outcome}
-            end("finished")
-            return RunOutcome(store.run_dir, str(result["outcome"]), result)
+                result = RunResult(outcome=state.outcome or "failed")
+            session.end("finished")
+            return RunOutcome(store.run_dir, result.outcome, result)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        end("interrupted")
+        session.end("interrupted")
         raise
     except EndpointUnavailable as exc:  # mid-run: the endpoint went away and stayed away
         with contextlib.suppress(OSError):
-            end("endpoint_unavailable", str(exc))
+            session.end("endpoint_unavailable", str(exc))
         raise
     except OSError as exc:
         if no_room(exc):
@@ -347,13 +378,13 @@ async def _drive(
             # and the next session repairs), but a blob that did not fit leaves room for it.
             store.mark_stopped("storage_full")
             with contextlib.suppress(OSError):
-                end("storage_full", str(exc))
-            ended = True
+                session.end("storage_full", str(exc))
+            session.ended = True
         raise
     except BaseException as exc:
-        if not ended:
+        if not session.ended:
             with contextlib.suppress(OSError):
-                end("error", f"{type(exc).__name__}: {exc}")
+                session.end("error", f"{type(exc).__name__}: {exc}")
         raise
 
 
@@ -364,7 +395,7 @@ async def start_run(
     *,
     evaluation: bool,
     argv: list[str],
-    make_progress: Callable[[RunState, Callable[[], float]], Progress],
+    make_progress: ProgressFactory,
     on_created: Callable[[Path], None],
     run_dir: Path | None = None,
     given_proof: str | None = None,
@@ -407,19 +438,18 @@ async def start_run(
         recorder = Recorder(store, state)
         store.set_session(1)
         record_inputs(recorder, problem, evaluation, given_proof)
-        return await _drive(
-            store,
-            state,
-            settings,
-            endpoint,
-            problem,
-            evaluation,
-            "fresh",
-            argv,
-            False,
-            make_progress,
-            capacity,
+        plan = SessionPlan(
+            settings=settings,
+            endpoint=endpoint,
+            problem=problem,
+            evaluation=evaluation,
+            reason="fresh",
+            argv=argv,
+            allow_model_change=False,
+            make_progress=make_progress,
+            capacity=capacity,
         )
+        return await _drive(store, state, plan)
 
 
 def record_inputs(
@@ -473,7 +503,7 @@ async def resume_run(
     *,
     allow_model_change: bool,
     argv: list[str],
-    make_progress: Callable[[RunState, Callable[[], float]], Progress],
+    make_progress: ProgressFactory,
     capacity: SharedCapacity | None = None,
 ) -> RunOutcome:
     if not (run_dir / "MANIFEST.json").is_file():
@@ -500,28 +530,29 @@ async def resume_run(
         problem = manifest.problem.record
         record_inputs(recorder, problem, manifest.evaluation, manifest.given_proof)
         api_key = settings.api_key.get_secret_value() if settings.api_key else None
-        return await _drive(
-            store,
-            state,
-            settings,
-            resume_endpoint(manifest.endpoint, manifest.model.requested, api_key),
-            problem,
-            manifest.evaluation,
-            "resume",
-            argv,
-            allow_model_change,
-            make_progress,
-            capacity,
+        plan = SessionPlan(
+            settings=settings,
+            endpoint=resume_endpoint(manifest.endpoint, manifest.model.requested, api_key),
+            problem=problem,
+            evaluation=manifest.evaluation,
+            reason="resume",
+            argv=argv,
+            allow_model_change=allow_model_change,
+            make_progress=make_progress,
+            capacity=capacity,
         )
+        return await _drive(store, state, plan)
 
 
 def finished_outcome(store: RunStore, state: RunState) -> RunOutcome:
     """A finished run resumed: nothing to do, no session and no endpoint (the store still
     writes a signed run's attestation if a crash came just before it)."""
     try:
-        result = json.loads((store.run_dir / "final" / "result.json").read_bytes())
+        result = RunResult.model_validate_json(
+            (store.run_dir / "final" / "result.json").read_bytes()
+        )
     except (OSError, ValueError):
-        result = {"outcome": state.outcome}
+        result = RunResult(outcome=state.outcome or "failed")
     return RunOutcome(store.run_dir, str(state.outcome), result)
 
 

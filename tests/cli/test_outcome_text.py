@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from solver.cli.run import _print_outcome
+from solver.records import RunResult
 from solver.run.session import RunOutcome
 
 
@@ -22,6 +23,7 @@ def test_the_summary_line_says_ungraded_when_no_grade_was_given(
         "selected": {"lineage": "L1", "version": 0, "accepted": False},
         "score": score,
     }
-    _print_outcome(RunOutcome(Path("runs/x"), "unsolved", result), as_json=False)
+    outcome = RunOutcome(Path("runs/x"), "unsolved", RunResult.model_validate(result))
+    _print_outcome(outcome, as_json=False)
     out = capsys.readouterr().out
     assert expected in out and "None/7" not in out

@@ -9,7 +9,7 @@ from solver.loop.policy import _verification_passes
 from solver.loop.state import CallState, RunState, confirmed_findings
 from solver.loop.state import finding_keys as keys_of_finding
 from solver.records import FACTS_ADAPTER
-from solver.roles.verifier import Finding
+from solver.roles.verifier import ProofFinding
 
 MINOR = {"id": "F1", "location": "the last line", "severity": "minor", "explanation": "Terse."}
 
@@ -54,7 +54,7 @@ def test_a_rejecting_review_clears_a_fail_verdict() -> None:
 
 
 def finding_keys(finding: dict[str, str]) -> set[str]:
-    return keys_of_finding(Finding(id="F1", **finding))  # type: ignore[arg-type]
+    return keys_of_finding(ProofFinding(id="F1", **finding))  # type: ignore[arg-type]
 
 
 def test_recurring_finding_keys_fold_case_whitespace_and_match_on_location() -> None:

@@ -58,7 +58,7 @@ def solve(fake: FakeEndpoint, run_dir: Path, **flags: object) -> dict[str, objec
             run_dir=run_dir,
         )
     )
-    return outcome.result
+    return outcome.result.to_json()
 
 
 @pytest.fixture(scope="module")

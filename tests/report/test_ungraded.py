@@ -11,7 +11,7 @@ from solver.evaluation.evaluate import Job, JobResult
 from solver.evaluation.output import results_json, results_markdown, score_line
 from solver.evaluation.scores import score_from_result, summarise
 from solver.problems.files import Problem
-from solver.records import GradeFacts
+from solver.records import GradeFacts, RunResult
 from solver.report.html import render_html
 from solver.report.load import _evaluation, load_report
 from solver.report.markdown import render_markdown
@@ -70,7 +70,7 @@ def test_the_report_labels_ungraded_graders_and_an_ungraded_final_grade(
         replace(c, facts=GradeFacts(score=None)) if c is graders[0] else c for c in loaded.calls
     ]
     assert calls[loaded.calls.index(graders[0])].summary == "ungraded"
-    evaluation = _evaluation(calls, RESULT)
+    evaluation = _evaluation(calls, RunResult.model_validate(RESULT))
     assert evaluation is not None
     assert evaluation["labels"] == ["ungraded", "7", "7"] and evaluation["ungraded"]
     shown = replace(loaded, calls=tuple(calls), evaluation=evaluation)

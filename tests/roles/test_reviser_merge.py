@@ -5,11 +5,11 @@ already counts them as one."""
 from __future__ import annotations
 
 from solver.roles import reviser
-from solver.roles.verifier import Finding
+from solver.roles.verifier import ProofFinding
 
 
-def _finding(ident: str, severity: str, location: str, explanation: str) -> Finding:
-    return Finding(id=ident, location=location, severity=severity, explanation=explanation)  # type: ignore[arg-type]
+def _finding(ident: str, severity: str, location: str, explanation: str) -> ProofFinding:
+    return ProofFinding(id=ident, location=location, severity=severity, explanation=explanation)  # type: ignore[arg-type]
 
 
 def test_one_flaw_worded_twice_reaches_the_reviser_once_at_its_worst_severity() -> None:

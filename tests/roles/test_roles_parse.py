@@ -99,7 +99,7 @@ def test_verifier_round_trip_and_the_pass_rule() -> None:
     out = verifier.parse(f"Looks fine.\n```json\n{json.dumps(body)}\n```")
     assert out.parsed and out.passed
     assert out.findings == (
-        verifier.Finding(id="F1", location="their sum", severity="minor", explanation="why"),
+        verifier.ProofFinding(id="F1", location="their sum", severity="minor", explanation="why"),
     )
     body = {"findings": [finding("F1", "major gap")], "verdict": "pass"}
     out = verifier.parse(json.dumps(body))
@@ -218,7 +218,7 @@ def test_reviewer_prose_never_rejects(text: str) -> None:
     out = reviewer.parse(text)
     assert out.decision_for("F1", "major").decision == "confirmed"
     assert reviewer.confirmed_findings(
-        (verifier.Finding(id="F1", location="x", severity="major", explanation="y"),), out
+        (verifier.ProofFinding(id="F1", location="x", severity="major", explanation="y"),), out
     )
 
 
