@@ -66,7 +66,7 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
     """Print the exact argv, environment and container command of RECIPE, after validation."""
     from solver.errors import ConfigError
     from solver.serve.launch import pip_requirements
-    from solver.serve.minimums import describe, minimum_sglang
+    from solver.serve.minimums import describe, gfx950_floor, minimum_sglang
     from solver.serve.recipe import load_recipe, render
     from solver.serve.validate import errors_of, validate_deployment
 
@@ -89,8 +89,8 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
             "recipe": recipe,
             "sglang_version": deployment.recipe.sglang_version,
             "image": deployment.recipe.image,
-            # the oldest image with the gfx950 Block-FP8 fix, not the oldest that runs the argv
-            "min_image": deployment.recipe.min_image,
+            # what an image must carry on gfx950 (the Block-FP8 fixes); None elsewhere
+            "gfx950_image_floor": gfx950_floor(deployment),
             "min_sglang_version": floor.version,
             "min_sglang_needs": list(floor.needs),
             "pip": requirements,

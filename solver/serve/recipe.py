@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -87,8 +86,6 @@ class Recipe(_Strict):
     sglang_version: str
     router_version: str | None = None
     image: str
-    # the oldest image with the fixes this deployment depends on (gfx950 Block-FP8 GEMM)
-    min_image: str | None = None
     image_note: str = ""
     status: str
     notes: list[str] = Field(default_factory=list)
@@ -120,10 +117,6 @@ class ProcessCommand:
     @property
     def launcher_len(self) -> int:
         return len(ROUTER_LAUNCHER) if self.role == "router" else len(SERVER_LAUNCHER)
-
-    def shell(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return f"{env} {shlex.join(self.argv)}".strip()
 
 
 @dataclass(frozen=True, slots=True)
