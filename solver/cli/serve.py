@@ -306,6 +306,15 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 @click.option("--repeats", type=click.IntRange(2, 50), default=3, show_default=True)
 @click.option("--batch-sizes", default="4,8", show_default=True)
 @click.option("--chain-steps", type=click.IntRange(10, 5000), default=300, show_default=True)
+@click.option("--concurrency", type=click.IntRange(1, 512), default=48, show_default=True,
+              help="Checked chains sent at once: the production concurrency, so speculative "
+              "verify batches are as large as in production.")  # fmt: skip
+@click.option("--min-accept-length", type=click.FloatRange(1.0), default=2.0, show_default=True,
+              help="Speculative accept length below which the check fails (healthy GLM MTP "
+              "measured 2.65-3.77, the gfx950 precision bug about 1.3).")  # fmt: skip
+@click.option("--worker", "workers", multiple=True, metavar="URL", help="Behind a router: a "
+              "worker's base URL to read server facts and /metrics from (repeat; default: "
+              "the router's /list_workers).")  # fmt: skip
 @click.option("--max-tokens", type=click.IntRange(16), default=32768, show_default=True)
 @click.option("--context-length", type=click.IntRange(512), default=None,
               help="Override the served context length the recall probes scale to.")  # fmt: skip
@@ -322,6 +331,9 @@ def check_command(
     repeats: int,
     batch_sizes: str,
     chain_steps: int,
+    concurrency: int,
+    min_accept_length: float,
+    workers: tuple[str, ...],
     max_tokens: int,
     context_length: int | None,
     model: str | None,
@@ -342,6 +354,9 @@ def check_command(
         repeats=repeats,
         batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
         chain_steps=chain_steps,
+        concurrency=concurrency,
+        min_accept_length=min_accept_length,
+        workers=tuple(w.rstrip("/") for w in workers),
         max_tokens=max_tokens,
         context_length=context_length,
         model=model,
@@ -372,6 +387,19 @@ def check_command(
               help="Seconds in-flight requests get to finish after each level.")  # fmt: skip
 @click.option("--dataset", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="JSONL of chat bodies (messages, max_tokens, tools) or {prompt}.")  # fmt: skip
+@click.option(
+    "--same-prompts",
+    is_flag=True,
+    help="Send data set items unchanged (by default "
+    "each request gets a distinct first line, so repeats do not hit the radix cache).",
+)
+@click.option("--flush-cache", is_flag=True, help="POST /flush_cache (SGLang) before each level.")
+@click.option(
+    "--ignore-eos",
+    is_flag=True,
+    help="Decode every request to its max_tokens "
+    "(SGLang's ignore_eos): measures late decode, not just the first tokens.",
+)
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
               help="For dataset lines without max_tokens.")  # fmt: skip
 @click.option("--model", default=None, help="Model name (default: the first of /v1/models).")
@@ -394,6 +422,9 @@ def bench_command(
     out: Path | None,
     plot_path: Path | None,
     as_json: bool,
+    same_prompts: bool,
+    flush_cache: bool,
+    ignore_eos: bool,
 ) -> None:
     """Concurrency sweep: total output tok/s, P90 per-user tok/s, TTFT, errors."""
     from solver.serve.bench import (
@@ -413,6 +444,9 @@ def bench_command(
         max_tokens=max_tokens,
         api_key=_api_key(api_key_env),
         model=model,
+        distinct_prompts=not same_prompts,
+        flush_cache=flush_cache,
+        ignore_eos=ignore_eos,
     )
     items = load_dataset(dataset, max_tokens)
     urls = list(endpoints) or [_endpoint_or_descriptor(None)]
