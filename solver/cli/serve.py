@@ -314,7 +314,7 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
               "measured 2.65-3.77, the gfx950 precision bug about 1.3).")  # fmt: skip
 @click.option("--worker", "workers", multiple=True, metavar="URL", help="Behind a router: a "
               "worker's base URL to read server facts and /metrics from (repeat; default: "
-              "the router's /list_workers).")  # fmt: skip
+              "the router's /workers).")  # fmt: skip
 @click.option("--max-tokens", type=click.IntRange(16), default=32768, show_default=True)
 @click.option("--context-length", type=click.IntRange(512), default=None,
               help="Override the served context length the recall probes scale to.")  # fmt: skip
@@ -482,17 +482,21 @@ def bench_command(
 @group.command("validate", context_settings={"ignore_unknown_options": True})
 @click.option("--version", "version", default=None,
               help="Version whose option table to use (default: the newest).")  # fmt: skip
-@click.option("--router", is_flag=True, help="Check sglang_router.launch_router options.")
+@click.option("--router", is_flag=True, help="Check router options (smg.launch_router).")
+@click.option("--router-tool", type=click.Choice(["smg", "sglang-router"]), default="smg",
+              show_default=True, help="Which router's tables --router uses.")  # fmt: skip
 @click.option("--model", default="", help="Model path, for model-specific rules (GLM parsers).")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @reports_errors
-def validate_command(version: str | None, router: bool, model: str, args: tuple[str, ...]) -> None:
+def validate_command(
+    version: str | None, router: bool, router_tool: str, model: str, args: tuple[str, ...]
+) -> None:
     """Check any SGLang command line: solver serve validate [--version V] -- --tp-size 8 ..."""
     from solver.errors import ConfigError, NotFound
     from solver.serve.option_table import available_versions
     from solver.serve.validate import errors_of, validate_args
 
-    tool = "sglang-router" if router else "sglang"
+    tool = router_tool if router else "sglang"
     versions = available_versions(tool)
     if not versions:
         raise NotFound(f"no {tool} option tables")
@@ -504,6 +508,8 @@ def validate_command(version: str | None, router: bool, model: str, args: tuple[
         ["python", "-m", "sglang.launch_server"],
         ["sglang", "serve"],
         ["python3", "-m", "sglang_router.launch_router"],
+        ["python3", "-m", "smg.launch_router"],
+        ["smg", "launch"],
     )
     for launcher in launchers:
         if args_list[: len(launcher)] == launcher:

@@ -190,11 +190,13 @@ async def _server_info(client: httpx.AsyncClient, root: str) -> dict[str, Any] |
 
 
 async def _router_workers(client: httpx.AsyncClient, root: str) -> list[str]:
-    """The worker URLs a router lists (``/list_workers`` of sglang-router and smg)."""
-    listed = await _get_json(client, root + "/list_workers")
-    urls = listed.get("urls") if isinstance(listed, dict) else None
-    if not isinstance(urls, list):
+    """The worker URLs a router lists: ``GET /workers`` of sglang-router 0.3.2 and smg 1.13.0
+    answers ``{"workers": [{"url": ...}, ...]}``."""
+    listed = await _get_json(client, root + "/workers")
+    workers = listed.get("workers") if isinstance(listed, dict) else None
+    if not isinstance(workers, list):
         return []
+    urls = [w.get("url") for w in workers if isinstance(w, dict)]
     return [u.rstrip("/") for u in urls if isinstance(u, str) and u.startswith("http")]
 
 

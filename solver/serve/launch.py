@@ -101,7 +101,7 @@ def pip_requirements(deployment: Deployment) -> list[str]:
     recipe = deployment.recipe
     out = [f"sglang[all]=={recipe.sglang_version}"]
     if recipe.router_version and any(p.role == "router" for p in deployment.processes):
-        out.append(f"sglang-router=={recipe.router_version}")
+        out.append(f"{recipe.router}=={recipe.router_version}")
     return out
 
 
@@ -109,8 +109,9 @@ def check_installed(deployment: Deployment, process: ProcessCommand) -> None:
     """The interpreter the argv names must carry the version the recipe pins: a flag table of
     one release says nothing about another (flags drift between minor releases)."""
     recipe = deployment.recipe
+    distribution: str
     if process.role == "router":
-        distribution, pinned = "sglang-router", recipe.router_version
+        distribution, pinned = recipe.router, recipe.router_version
     else:
         distribution, pinned = "sglang", recipe.sglang_version
     python = process.argv[0]

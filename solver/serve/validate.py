@@ -270,9 +270,7 @@ def validate_process(command: ProcessCommand, deployment: Deployment) -> list[Fi
                     command.label,
                 )
             ]
-        return validate_args(
-            args, recipe.router_version, tool="sglang-router", process=command.label
-        )
+        return validate_args(args, recipe.router_version, tool=recipe.router, process=command.label)
     return validate_args(args, recipe.sglang_version, model=recipe.model, process=command.label)
 
 

@@ -241,10 +241,13 @@ class _Handler(BaseHTTPRequestHandler):
         return {"object": "list", "data": [model]}
 
     def _router_get(self, path: str) -> None:
-        """sglang-router's routes: /readiness, /liveness, /get_server_info; 404 on SGLang's
-        /ready, /server_info and /model_info."""
+        """The routes sglang-router 0.3.2 and smg 1.13.0 answer (probed live): /readiness,
+        /liveness, /workers, /v1/models, /get_server_info (0.3.2's own); 404 on SGLang's /ready,
+        /server_info and /model_info."""
         if path in ("/readiness", "/liveness", "/health"):
             self._json(200, {"status": "ok"})
+        elif path == "/workers":
+            self._json(200, {"workers": [{"url": "http://127.0.0.1:9", "model_id": "glm-fake"}]})
         elif path == "/v1/models":
             self._json(200, self._models())
         elif path == "/get_server_info":

@@ -179,6 +179,29 @@ def test_behind_a_router_the_workers_are_read_directly() -> None:
     assert status(report)["spec-acceptance"] == "fail"
 
 
+def test_a_router_lists_its_workers_for_the_canary() -> None:
+    info = {"version": "0.5.23", "enable_deterministic_inference": False, "internal_states": []}
+    worker = _sglang_worker(info, [_metrics(0, 0)])
+
+    class Router(fake_endpoint._Handler):
+        def do_GET(self) -> None:
+            if self.path == "/workers":  # as sglang-router 0.3.2 and smg 1.13.0 answer
+                self._send_json(200, {"workers": [{"id": "w0", "url": worker.url + "/"}]})
+            elif self.path in ("/server_info", "/get_server_info"):
+                self._send_json(404, {"error": "unknown_url"})
+            else:
+                super().do_GET()
+
+    try:
+        with FakeEndpoint(brain.healthy, context_length=65_536) as router:
+            router._server.RequestHandlerClass = Router
+            report = run_canary(router.url, OPTIONS)
+    finally:
+        worker.close()
+    assert report.server["workers"] == [worker.url]
+    assert report.server["enable_deterministic_inference"] is False
+
+
 def _sglang_worker(info: dict[str, Any], pages: list[str]) -> FakeEndpoint:
     class Handler(fake_endpoint._Handler):
         def do_GET(self) -> None:

@@ -48,7 +48,7 @@ def test_command_prints_the_pinned_pip_requirements(monkeypatch: pytest.MonkeyPa
     deployment = render(load_recipe("glm52-fp8-mi355x"), [])
     launch.check_installed(deployment, deployment.entry)  # raises on a mismatch
     code, out, _ = invoke("command", "glm52-fp8-mi355x-pd", "--pip")
-    assert code == 0 and any(r.startswith("sglang-router==") for r in out.split())
+    assert code == 0 and "smg==1.13.0" in out.split()
 
 
 def test_command_with_a_breaking_override_fails_with_the_rule() -> None:
@@ -121,6 +121,11 @@ def test_validate_any_command_line() -> None:
     assert "PD prefill" in out and "abbreviation of --tp-size" in out
     assert "1 error(s) against sglang 0.5.23" in err
     code, out, _ = invoke("validate", "--router", "--", "--worker-urls", "http://127.0.0.1:30000")
+    assert code == 0 and "ok: smg 1.13.0" in out
+    code, out, _ = invoke(
+        "validate", "--router", "--router-tool", "sglang-router", "--",
+        "python3", "-m", "sglang_router.launch_router", "--worker-urls", "http://127.0.0.1:30000",
+    )  # fmt: skip
     assert code == 0 and "ok: sglang-router 0.3.2" in out
 
 

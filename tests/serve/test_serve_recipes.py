@@ -387,3 +387,14 @@ def test_a_pin_older_than_the_release_floor_is_an_error() -> None:
     (finding,) = floor_findings(old)
     assert finding.severity == "error" and finding.rule == "sglang-too-old"
     assert "--enable-prefill-cp" in finding.message and "pin 0.5.14" in finding.message
+
+
+def test_the_router_lines_parse_on_smg_and_on_sglang_router_alike() -> None:
+    # the evaluation behind choosing smg: both recipe router lines pass both parsers unchanged
+    for name in ("glm52-fp8-mi355x-pd", "glm52-fp8-h200-multinode"):
+        deployment = render(load(name))
+        (router,) = [p for p in deployment.processes if p.role == "router"]
+        assert router.argv[: router.launcher_len] == ("python3", "-m", "smg.launch_router")
+        args = list(router.argv[router.launcher_len :])
+        assert errors_of(validate_args(args, "1.13.0", tool="smg")) == []
+        assert errors_of(validate_args(args, "0.3.2", tool="sglang-router")) == []
