@@ -1,7 +1,8 @@
 """A loopback stand-in for SGLang 0.5.23 in supervisor and benchmark tests, run as its own
 process or in a thread.
 
-It copies the health logic of ``python/sglang/srt/entrypoints/http_server.py``: the server's
+It copies the health logic of SGLang 0.5.23's ``python/sglang/srt/entrypoints/http_server.py``
+(``/ready`` at lines 714-718, ``health_generate`` at 722-799) and ``TokenizerManager.is_ready``: the server's
 status is Starting until start-up ends, then Up; ``/health`` and ``/health_generate`` submit a
 one-token generation, poll every ``health_poll`` seconds (1 s in SGLang) and answer 200 as soon
 as *any* output has been received since the probe began (so a server busy with other streams
