@@ -67,6 +67,18 @@ def deployment_rules(deployment: Deployment) -> list[Finding]:
                         recipe.name,
                     )
                 )
+        if recipe.vendor == "amd" and process.env.get("SGLANG_OPT_USE_TOPK_V2") == "false":
+            # arg_groups/model_hook.py (0.5.23, HIP arm; 0.5.19 likewise): off by default on
+            # HIP for DSA models already
+            found.append(
+                Finding(
+                    "warning",
+                    "redundant-env",
+                    "SGLANG_OPT_USE_TOPK_V2",
+                    "SGLang already turns the top-k v2 kernel off for DSA models on ROCm",
+                    recipe.name,
+                )
+            )
         if "SGLANG_SIMULATE_ACC_LEN" in process.env:
             error(
                 "simulated-acceptance",

@@ -2,16 +2,16 @@
 process or in a thread.
 
 It copies the health logic of SGLang 0.5.23's ``python/sglang/srt/entrypoints/http_server.py``
-(``/ready`` at lines 714-718, ``health_generate`` at 722-799) and ``TokenizerManager.is_ready``: the server's
-status is Starting until start-up ends, then Up; ``/health`` and ``/health_generate`` submit a
-one-token generation, poll every ``health_poll`` seconds (1 s in SGLang) and answer 200 as soon
-as *any* output has been received since the probe began (so a server busy with other streams
-passes), setting the status to Up; after ``health_check_timeout`` (``SGLANG_HEALTH_CHECK_TIMEOUT``,
-20 s by default) they answer 503 and set the status to UnHealthy. The timed-out generation is
-not aborted, as in SGLang. ``/ready`` answers 200 only while the status is Up (0.5.20+);
-``/v1/models`` answers whatever the status. ``/metrics`` has the token counters
-(``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total`` and, with a speculative
-accept length, ``sglang:spec_verify_calls_total``).
+(``/ready`` at lines 714-718, ``health_generate`` at 722-799) and ``TokenizerManager.is_ready``:
+the status is Starting until start-up ends, then Up. ``/health`` and ``/health_generate``
+submit a one-token generation, poll every ``health_poll`` seconds (1 s in SGLang) and answer
+200 as soon as *any* output has been received since the probe began (so a server busy with
+other streams passes), setting the status to Up; after ``health_check_timeout``
+(``SGLANG_HEALTH_CHECK_TIMEOUT``, 20 s by default) they answer 503 and set the status to
+UnHealthy. The generation itself is not aborted, as in SGLang. ``/ready`` answers 200 only
+while the status is Up (0.5.20+); ``/v1/models`` answers whatever the status. ``/metrics`` has
+the token counters (``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total`` and, with
+a speculative accept length, ``sglang:spec_verify_calls_total``).
 
 ``/v1/chat/completions`` streams at an exact token rate: token k of a response leaves at
 ``t0 + k / rate`` where t0 is when token 0 left (an absolute schedule, so sleep overshoot does

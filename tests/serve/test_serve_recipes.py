@@ -398,3 +398,12 @@ def test_the_router_lines_parse_on_smg_and_on_sglang_router_alike() -> None:
         args = list(router.argv[router.launcher_len :])
         assert errors_of(validate_args(args, "1.13.0", tool="smg")) == []
         assert errors_of(validate_args(args, "0.3.2", tool="sglang-router")) == []
+
+
+def test_the_redundant_top_k_switch_on_rocm_is_flagged() -> None:
+    recipe = load("glm52-fp8-mi355x")
+    extra = [*recipe.env, {"name": "SGLANG_OPT_USE_TOPK_V2", "value": "false", "why": "x" * 3}]
+    patched = type(recipe).model_validate(recipe.model_dump(by_alias=True) | {"env": extra})
+    found = validate_deployment(render(patched))
+    assert errors_of(found) == []
+    assert "redundant-env" in [f.rule for f in found]
