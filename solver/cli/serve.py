@@ -222,11 +222,18 @@ def up_command(
 @click.option(
     "--name", default="custom", show_default=True, help="Name for logs and the descriptor."
 )
+@click.option("--router", is_flag=True, help="The command is a router (smg, sglang-router): "
+              "ready on /readiness, alive on /liveness, no deep probe.")  # fmt: skip
 @_with_supervise_options
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @reports_errors
 def supervise_command(
-    url: str, name: str, startup_timeout: float, liveness_interval: float, argv: tuple[str, ...]
+    url: str,
+    name: str,
+    router: bool,
+    startup_timeout: float,
+    liveness_interval: float,
+    argv: tuple[str, ...],
 ) -> None:
     """Supervise any server command (vLLM, a custom build).
 
@@ -234,7 +241,7 @@ def supervise_command(
     """
     from solver.serve.launch import plan_command, run_plan
 
-    plan = plan_command(list(argv), url, name)
+    plan = plan_command(list(argv), url, name, kind="router" if router else "server")
     supervisor = run_plan(
         plan,
         source=f"serve:{name}",

@@ -286,8 +286,23 @@ def _write_identity(path: Path, info: ReadyInfo, secret: str | None) -> None:
     path.write_text(text + "\n", encoding="utf-8")
 
 
-def plan_command(argv: Sequence[str], url: str, name: str = "custom") -> LaunchPlan:
-    """A plan for any command (a vLLM server, a custom build): supervised like a recipe."""
+def plan_command(
+    argv: Sequence[str], url: str, name: str = "custom", kind: Kind = "server"
+) -> LaunchPlan:
+    """A plan for any command (a vLLM server, a custom build, a router): supervised like a
+    recipe; the server's health-check timeout and watchdog come from its argv and environment
+    when it names them."""
     if not argv:
         raise InputError("nothing to supervise: give the command after --")
-    return LaunchPlan(name=name, argv=tuple(argv), env={}, url=url, writes_descriptor=True)
+    return LaunchPlan(
+        name=name,
+        argv=tuple(argv),
+        env={},
+        url=url,
+        writes_descriptor=True,
+        kind=kind,
+        health_check_timeout=_seconds(
+            os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT"), SGLANG_HEALTH_CHECK_TIMEOUT
+        ),
+        watchdog_timeout=_seconds(_flag_value(argv, "--watchdog-timeout"), SGLANG_WATCHDOG_TIMEOUT),
+    )
