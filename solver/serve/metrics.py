@@ -4,6 +4,13 @@ The supervisor tells a busy server from a wedged one by whether token counters s
 canary measures speculative acceptance over its own window as the difference of two readings
 (``generation_tokens_total / spec_verify_calls_total``), not the lifetime average that
 ``/server_info`` reports.
+
+Which counter moves when (SGLang 0.5.23, ``srt/observability/metrics_collector.py``):
+``generation_tokens_total``, ``prompt_tokens_total`` and ``spec_verify_calls_total`` grow only
+when a request finishes (``observe_one_finished_request``), so a server busy with hour-long
+streams can leave them still for an hour; ``realtime_tokens_total`` (modes prefill_compute,
+prefill_cache, decode) grows on every scheduler iteration (``metrics_reporter.py``), so it is
+the live sign of a working scheduler.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import re
 
 import httpx
 
+REALTIME_TOKENS = "sglang:realtime_tokens_total"
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 PROMPT_TOKENS = "sglang:prompt_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
@@ -74,8 +82,13 @@ async def read_counters_async(
 
 
 def token_progress(counters: dict[str, float] | None) -> float | None:
-    """Prefill plus decode tokens processed so far: moves while the scheduler does any work."""
-    if counters is None or (GENERATION_TOKENS not in counters and PROMPT_TOKENS not in counters):
+    """Tokens processed so far: the per-iteration counter where the server has it, else the
+    per-finished-request ones (older servers; they move only as requests end)."""
+    if counters is None:
+        return None
+    if REALTIME_TOKENS in counters:
+        return counters[REALTIME_TOKENS]
+    if GENERATION_TOKENS not in counters and PROMPT_TOKENS not in counters:
         return None
     return counters.get(GENERATION_TOKENS, 0.0) + counters.get(PROMPT_TOKENS, 0.0)
 

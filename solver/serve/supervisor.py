@@ -16,7 +16,8 @@
   and no abandoned probe piles up inside SGLang. After a failure it re-probes every
   ``deep_retry_interval`` until the server is Up again. A hang is declared only when deep probes
   have failed for longer than ``hang_after`` (the server's ``--watchdog-timeout``) and the token
-  counters of ``/metrics`` did not move over that span; a server without ``/metrics`` is judged
+  counters of ``/metrics`` (``realtime_tokens_total``, bumped every scheduler iteration) did not
+  move over that span; a server without ``/metrics`` is judged
   on the deep probes alone.
 - Stop: the whole process tree (its process group plus any descendant that left it) gets
   SIGTERM, then SIGKILL after ``stop_grace``.

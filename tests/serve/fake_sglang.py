@@ -9,9 +9,10 @@ submit a one-token generation, poll every ``health_poll`` seconds (1 s in SGLang
 other streams passes), setting the status to Up; after ``health_check_timeout``
 (``SGLANG_HEALTH_CHECK_TIMEOUT``, 20 s by default) they answer 503 and set the status to
 UnHealthy. The generation itself is not aborted, as in SGLang. ``/ready`` answers 200 only
-while the status is Up (0.5.20+); ``/v1/models`` answers whatever the status. ``/metrics`` has
-the token counters (``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total`` and, with
-a speculative accept length, ``sglang:spec_verify_calls_total``).
+while the status is Up (0.5.20+); ``/v1/models`` answers whatever the status. ``/metrics`` has the
+token counters as SGLang updates them: ``sglang:realtime_tokens_total`` on every token (SGLang:
+every scheduler iteration), ``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total`` and,
+with a speculative accept length, ``sglang:spec_verify_calls_total`` only when a request ends.
 
 ``/v1/chat/completions`` streams at an exact token rate: token k of a response leaves at
 ``t0 + k / rate`` where t0 is when token 0 left (an absolute schedule, so sleep overshoot does
@@ -87,6 +88,7 @@ class FakeSGLang:
         self.router = router
         self.status = "Up"  # start-up is over once the socket listens
         self.last_receive = 0.0  # when the "detokenizer" last produced anything
+        self.realtime_tokens = 0
         self.generation_tokens = 0
         self.prompt_tokens = 0
         self.verify_calls = 0.0
@@ -141,18 +143,23 @@ class FakeSGLang:
             return False
         return time.time() >= float(control.get("stall_until", 0))
 
-    def emit_token(self, prompt_tokens: int = 0) -> bool:
+    def emit_token(self) -> bool:
         """One token through the scheduler: waits out a stall; False when the server closes."""
         while not self.emitting():
             if self.closing.wait(0.01):
                 return False
         with self._lock:
             self.last_receive = time.monotonic()
-            self.generation_tokens += 1
-            self.prompt_tokens += prompt_tokens
-            if self.accept_length:
-                self.verify_calls += 1 / self.accept_length
+            self.realtime_tokens += 1
         return True
+
+    def finish_request(self, prompt_tokens: int, tokens: int) -> None:
+        """observe_one_finished_request: the per-request counters move only now."""
+        with self._lock:
+            self.prompt_tokens += prompt_tokens
+            self.generation_tokens += tokens
+            if self.accept_length:
+                self.verify_calls += tokens / self.accept_length
 
     def health_generate(self) -> int:
         """http_server.health_generate: 200 once any output arrived after the probe began."""
@@ -172,6 +179,9 @@ class FakeSGLang:
 
     def metrics_text(self) -> str:
         lines = [
+            "# TYPE sglang:realtime_tokens_total counter",
+            f'sglang:realtime_tokens_total{{model_name="{self.served_model}",mode="decode"}} '
+            f"{self.realtime_tokens}",
             "# TYPE sglang:prompt_tokens_total counter",
             f'sglang:prompt_tokens_total{{model_name="{self.served_model}"}} {self.prompt_tokens}',
             "# TYPE sglang:generation_tokens_total counter",
@@ -277,7 +287,7 @@ class _Handler(BaseHTTPRequestHandler):
                     wait = start + k / fake.rate - time.perf_counter()
                     if wait > 0 and fake.closing.wait(wait):
                         return
-                if not fake.emit_token(prompt_tokens=8 if k == 0 else 0):
+                if not fake.emit_token():
                     return
                 delta = {"content": f" t{k}"}
                 self._chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
@@ -292,6 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._write(b"data: [DONE]\n\n")
             self._write(b"")
             fake.completions += 1
+            fake.finish_request(8, tokens)
             if fake.record is not None and tokens > 1:
                 # what the server really did, for checking what the client measured
                 line = json.dumps({"tokens": tokens, "first": start, "last": last_sent})

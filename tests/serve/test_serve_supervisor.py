@@ -403,3 +403,19 @@ def test_a_router_is_supervised_through_its_own_endpoints(start: Callable[..., R
     # a router's /health_generate would only test some worker: no deep probe of its own
     assert not [k for k in run.kinds() if k.startswith("deep-")]
     assert "unresponsive" not in run.kinds()
+
+
+def test_token_progress_prefers_the_per_iteration_counter() -> None:
+    from solver.serve.metrics import parse_counters, token_progress
+
+    page = (
+        "# TYPE sglang:realtime_tokens_total counter\n"
+        'sglang:realtime_tokens_total{mode="decode",tp_rank="0"} 70\n'
+        'sglang:realtime_tokens_total{mode="prefill_compute",tp_rank="0"} 30\n'
+        'sglang:generation_tokens_total{is_streaming="true"} 5\n'
+    )
+    assert token_progress(parse_counters(page)) == 100
+    # an older server: only the per-finished-request counters
+    assert token_progress(parse_counters('sglang:generation_tokens_total{a="b"} 5\n')) == 5
+    assert token_progress(parse_counters("other_metric 1\n")) is None
+    assert token_progress(None) is None
