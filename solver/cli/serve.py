@@ -66,7 +66,7 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
     """Print the exact argv, environment and container command of RECIPE, after validation."""
     from solver.errors import ConfigError
     from solver.serve.launch import pip_requirements
-    from solver.serve.minimums import describe, minimum_sglang
+    from solver.serve.minimums import describe, gfx950_floor, minimum_sglang
     from solver.serve.recipe import load_recipe, render
     from solver.serve.validate import errors_of, validate_deployment
 
@@ -89,8 +89,8 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
             "recipe": recipe,
             "sglang_version": deployment.recipe.sglang_version,
             "image": deployment.recipe.image,
-            # the oldest image with the gfx950 Block-FP8 fix, not the oldest that runs the argv
-            "min_image": deployment.recipe.min_image,
+            # what an image must carry on gfx950 (the Block-FP8 fixes); None elsewhere
+            "gfx950_image_floor": gfx950_floor(deployment),
             "min_sglang_version": floor.version,
             "min_sglang_needs": list(floor.needs),
             "pip": requirements,
@@ -222,11 +222,18 @@ def up_command(
 @click.option(
     "--name", default="custom", show_default=True, help="Name for logs and the descriptor."
 )
+@click.option("--router", is_flag=True, help="The command is a router (smg, sglang-router): "
+              "ready on /readiness, alive on /liveness, no deep probe.")  # fmt: skip
 @_with_supervise_options
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
 @reports_errors
 def supervise_command(
-    url: str, name: str, startup_timeout: float, liveness_interval: float, argv: tuple[str, ...]
+    url: str,
+    name: str,
+    router: bool,
+    startup_timeout: float,
+    liveness_interval: float,
+    argv: tuple[str, ...],
 ) -> None:
     """Supervise any server command (vLLM, a custom build).
 
@@ -234,7 +241,7 @@ def supervise_command(
     """
     from solver.serve.launch import plan_command, run_plan
 
-    plan = plan_command(list(argv), url, name)
+    plan = plan_command(list(argv), url, name, kind="router" if router else "server")
     supervisor = run_plan(
         plan,
         source=f"serve:{name}",
@@ -306,6 +313,15 @@ def _int_list(text: str, option: str) -> tuple[int, ...]:
 @click.option("--repeats", type=click.IntRange(2, 50), default=3, show_default=True)
 @click.option("--batch-sizes", default="4,8", show_default=True)
 @click.option("--chain-steps", type=click.IntRange(10, 5000), default=300, show_default=True)
+@click.option("--concurrency", type=click.IntRange(1, 512), default=48, show_default=True,
+              help="Checked chains sent at once: the production concurrency, so speculative "
+              "verify batches are as large as in production.")  # fmt: skip
+@click.option("--min-accept-length", type=click.FloatRange(1.0), default=2.0, show_default=True,
+              help="Speculative accept length below which the check fails (healthy GLM MTP "
+              "measured 2.65-3.77, the gfx950 precision bug about 1.3).")  # fmt: skip
+@click.option("--worker", "workers", multiple=True, metavar="URL", help="Behind a router: a "
+              "worker's base URL to read server facts and /metrics from (repeat; default: "
+              "the router's /workers).")  # fmt: skip
 @click.option("--max-tokens", type=click.IntRange(16), default=32768, show_default=True)
 @click.option("--context-length", type=click.IntRange(512), default=None,
               help="Override the served context length the recall probes scale to.")  # fmt: skip
@@ -322,6 +338,9 @@ def check_command(
     repeats: int,
     batch_sizes: str,
     chain_steps: int,
+    concurrency: int,
+    min_accept_length: float,
+    workers: tuple[str, ...],
     max_tokens: int,
     context_length: int | None,
     model: str | None,
@@ -342,6 +361,9 @@ def check_command(
         repeats=repeats,
         batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
         chain_steps=chain_steps,
+        concurrency=concurrency,
+        min_accept_length=min_accept_length,
+        workers=tuple(w.rstrip("/") for w in workers),
         max_tokens=max_tokens,
         context_length=context_length,
         model=model,
@@ -372,6 +394,19 @@ def check_command(
               help="Seconds in-flight requests get to finish after each level.")  # fmt: skip
 @click.option("--dataset", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="JSONL of chat bodies (messages, max_tokens, tools) or {prompt}.")  # fmt: skip
+@click.option(
+    "--same-prompts",
+    is_flag=True,
+    help="Send data set items unchanged (by default "
+    "each request gets a distinct first line, so repeats do not hit the radix cache).",
+)
+@click.option("--flush-cache", is_flag=True, help="POST /flush_cache (SGLang) before each level.")
+@click.option(
+    "--ignore-eos",
+    is_flag=True,
+    help="Decode every request to its max_tokens "
+    "(SGLang's ignore_eos): measures late decode, not just the first tokens.",
+)
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
               help="For dataset lines without max_tokens.")  # fmt: skip
 @click.option("--model", default=None, help="Model name (default: the first of /v1/models).")
@@ -394,6 +429,9 @@ def bench_command(
     out: Path | None,
     plot_path: Path | None,
     as_json: bool,
+    same_prompts: bool,
+    flush_cache: bool,
+    ignore_eos: bool,
 ) -> None:
     """Concurrency sweep: total output tok/s, P90 per-user tok/s, TTFT, errors."""
     from solver.serve.bench import (
@@ -413,6 +451,9 @@ def bench_command(
         max_tokens=max_tokens,
         api_key=_api_key(api_key_env),
         model=model,
+        distinct_prompts=not same_prompts,
+        flush_cache=flush_cache,
+        ignore_eos=ignore_eos,
     )
     items = load_dataset(dataset, max_tokens)
     urls = list(endpoints) or [_endpoint_or_descriptor(None)]
@@ -448,17 +489,21 @@ def bench_command(
 @group.command("validate", context_settings={"ignore_unknown_options": True})
 @click.option("--version", "version", default=None,
               help="Version whose option table to use (default: the newest).")  # fmt: skip
-@click.option("--router", is_flag=True, help="Check sglang_router.launch_router options.")
+@click.option("--router", is_flag=True, help="Check router options (smg.launch_router).")
+@click.option("--router-tool", type=click.Choice(["smg", "sglang-router"]), default="smg",
+              show_default=True, help="Which router's tables --router uses.")  # fmt: skip
 @click.option("--model", default="", help="Model path, for model-specific rules (GLM parsers).")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 @reports_errors
-def validate_command(version: str | None, router: bool, model: str, args: tuple[str, ...]) -> None:
+def validate_command(
+    version: str | None, router: bool, router_tool: str, model: str, args: tuple[str, ...]
+) -> None:
     """Check any SGLang command line: solver serve validate [--version V] -- --tp-size 8 ..."""
     from solver.errors import ConfigError, NotFound
     from solver.serve.option_table import available_versions
     from solver.serve.validate import errors_of, validate_args
 
-    tool = "sglang-router" if router else "sglang"
+    tool = router_tool if router else "sglang"
     versions = available_versions(tool)
     if not versions:
         raise NotFound(f"no {tool} option tables")
@@ -470,6 +515,8 @@ def validate_command(version: str | None, router: bool, model: str, args: tuple[
         ["python", "-m", "sglang.launch_server"],
         ["sglang", "serve"],
         ["python3", "-m", "sglang_router.launch_router"],
+        ["python3", "-m", "smg.launch_router"],
+        ["smg", "launch"],
     )
     for launcher in launchers:
         if args_list[: len(launcher)] == launcher:

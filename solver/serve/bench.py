@@ -4,7 +4,9 @@ Per concurrency level and endpoint, C workers send streamed requests back to bac
 ``duration`` seconds; requests still running then get ``grace`` seconds to finish (the rest
 are cancelled and not counted). Metrics follow AIPerf's definitions:
 
-- total output tok/s = output tokens of completed requests / (last response - first request);
+- total output tok/s = output tokens of completed requests that left inside the level's
+  ``duration`` window / that window (the drain tail, when only the last requests still run,
+  would dilute it);
 - per-user tok/s of a request = 1 / ITL with ITL = (last token - first token) / (tokens - 1),
   i.e. AIPerf's ``output_token_throughput_per_user``; a request with ITL 0 or one token has no
   value (AIPerf drops it too). P90 is the 90th percentile over requests (the fast tail), P10 is
@@ -12,7 +14,11 @@ are cancelled and not counted). Metrics follow AIPerf's definitions:
 - TTFT percentiles over completed requests; completed, failed and cancelled counts.
 
 Output tokens are the server's ``usage.completion_tokens`` (AIPerf re-tokenises the text unless
-``--use-server-token-count``); without usage, one per delta-bearing chunk.
+``--use-server-token-count``); without usage, one per delta-bearing chunk, which under
+speculative decoding understates speed by about the accept length: such levels are warned about.
+Each request's first user message gets a distinct prefix by default, so repeats of a small
+data set do not hit SGLang's radix cache; ``flush_cache`` empties it before each level, and
+``ignore_eos`` keeps every request decoding to ``max_tokens`` (late decode, not just early).
 Levels run endpoint after endpoint within each level, so two endpoints are compared side by side
 in one run under the same machine conditions.
 """
@@ -50,6 +56,9 @@ class BenchOptions:
     timeout: float = 3600.0
     api_key: str | None = None
     model: str | None = None
+    distinct_prompts: bool = True
+    flush_cache: bool = False
+    ignore_eos: bool = False
 
 
 @dataclass
@@ -60,6 +69,8 @@ class RequestRecord:
     output_tokens: int
     per_user: float | None
     error: str | None
+    has_usage: bool = True
+    token_times: tuple[float, ...] = ()
 
 
 @dataclass
@@ -75,6 +86,7 @@ class LevelResult:
     per_user_tok_s: dict[str, float | None]
     ttft_ms: dict[str, float | None]
     errors: list[str] = field(default_factory=list)
+    without_usage: int = 0  # completed responses whose tokens were counted as chunks
 
 
 def load_dataset(path: Path | None, max_tokens: int) -> list[dict[str, Any]]:
@@ -128,16 +140,38 @@ def record_of(result: StreamResult) -> RequestRecord:
         if span > 0:
             per_user = (tokens - 1) / span  # 1 / mean inter-token latency
     error = result.error or (None if result.finish_reason else "stream ended without finish")
-    return RequestRecord(result.started, ttft, result.ended, tokens, per_user, error)
+    has_usage = bool(result.usage and isinstance(result.usage.get("completion_tokens"), int))
+    return RequestRecord(
+        result.started, ttft, result.ended, tokens, per_user, error, has_usage,
+        tuple(result.token_times),
+    )  # fmt: skip
+
+
+def _tokens_inside(record: RequestRecord, start: float, end: float) -> float:
+    """The record's output tokens that left within [start, end], pro rata over its chunks."""
+    if not record.token_times:
+        return float(record.output_tokens) if start <= record.ended <= end else 0.0
+    inside = sum(1 for t in record.token_times if start <= t <= end)
+    return record.output_tokens * inside / len(record.token_times)
 
 
 def summarize(
-    endpoint: str, concurrency: int, records: list[RequestRecord], cancelled: int
+    endpoint: str,
+    concurrency: int,
+    records: list[RequestRecord],
+    cancelled: int,
+    window: tuple[float, float] | None = None,
 ) -> LevelResult:
+    """``window``: the level's sending period; throughput counts the tokens inside it."""
     done = [r for r in records if r.error is None]
     failed = [r for r in records if r.error is not None]
-    duration = (max(r.ended for r in done) - min(r.started for r in done)) if done else 0.0
     tokens = sum(r.output_tokens for r in done)
+    if window is not None and done:
+        duration = window[1] - window[0]
+        throughput = sum(_tokens_inside(r, *window) for r in done) / duration
+    else:
+        duration = (max(r.ended for r in done) - min(r.started for r in done)) if done else 0.0
+        throughput = tokens / duration if duration > 0 else 0.0
     per_user = [r.per_user for r in done if r.per_user is not None]
     ttfts = [r.ttft * 1000 for r in done if r.ttft is not None]
     return LevelResult(
@@ -148,7 +182,7 @@ def summarize(
         failed=len(failed),
         cancelled=cancelled,
         output_tokens=tokens,
-        total_output_tok_s=tokens / duration if duration > 0 else 0.0,
+        total_output_tok_s=throughput,
         per_user_tok_s={
             "p10": percentile(per_user, 10),
             "p50": percentile(per_user, 50),
@@ -157,6 +191,7 @@ def summarize(
         },
         ttft_ms={q: percentile(ttfts, v) for q, v in (("p50", 50), ("p90", 90), ("p99", 99))},
         errors=sorted({r.error for r in failed if r.error})[:5],
+        without_usage=sum(1 for r in done if not r.has_usage),
     )
 
 
@@ -171,11 +206,19 @@ async def _level(
     url = chat_url(base_url)
     records: list[RequestRecord] = []
     counter = iter(range(10**12))
-    stop_at = time.perf_counter() + options.duration
+    if options.flush_cache:
+        await _flush_cache(client, base_url)
+    started = time.perf_counter()
+    stop_at = started + options.duration
 
     async def worker() -> None:
         while time.perf_counter() < stop_at:
-            body = {**items[next(counter) % len(items)], "model": model}
+            number = next(counter)
+            body = {**items[number % len(items)], "model": model}
+            if options.distinct_prompts:
+                body["messages"] = _distinct(body["messages"], number)
+            if options.ignore_eos:
+                body["ignore_eos"] = True  # SGLang's sampling extension: decode to max_tokens
             result = await stream_chat(client, url, body, timeout=options.timeout)
             records.append(record_of(result))
 
@@ -185,7 +228,28 @@ async def _level(
     for task in pending:
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
-    return summarize(base_url, concurrency, records, cancelled=len(pending))
+    return summarize(
+        base_url, concurrency, records, cancelled=len(pending), window=(started, stop_at)
+    )
+
+
+def _distinct(messages: list[dict[str, Any]], number: int) -> list[dict[str, Any]]:
+    """A request-unique first line in the first user message: no shared prefix to cache."""
+    out = [dict(m) for m in messages]
+    for message in out:
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            message["content"] = f"[request {number}]\n{message['content']}"
+            break
+    return out
+
+
+async def _flush_cache(client: httpx.AsyncClient, base_url: str) -> None:
+    """SGLang's /flush_cache empties the radix cache (it declines while requests run)."""
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        await client.post(root + "/flush_cache", timeout=60)
+    except httpx.HTTPError:
+        return  # not SGLang, or busy: the level runs with whatever is cached
 
 
 async def _model_of(client: httpx.AsyncClient, base_url: str) -> str:
@@ -294,7 +358,13 @@ def level_warnings(results: list[LevelResult], names: dict[str, str] | None = No
                 f"{where}: no request completed ({r.failed} failed, {r.cancelled} cancelled), "
                 "so nothing was measured; raise --duration or --grace, or lower --max-tokens"
             )
-        elif r.cancelled > sent / 2:
+        if r.without_usage:
+            out.append(
+                f"{where}: {r.without_usage} responses carried no usage, so their tokens were "
+                "counted as chunks; under speculative decoding a chunk holds several tokens and "
+                "per-user speed is understated by about the accept length"
+            )
+        if r.completed and r.cancelled > sent / 2:
             out.append(
                 f"{where}: {r.cancelled} of {sent} requests were cancelled at the end of the "
                 "level; the numbers rest on the few that finished (raise --duration or --grace)"

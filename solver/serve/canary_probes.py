@@ -24,6 +24,7 @@ DETERMINISM_PROMPT = (
     "Write the first 40 prime numbers in increasing order, separated by commas, then on a new "
     "line write 'sum: ' followed by their sum. Output nothing else."
 )
+PRIME_COUNT = 40
 # Distinct companions so the batch differs in composition as well as in size.
 BATCH_COMPANIONS = (
     "Name the planets of the solar system in order from the Sun, one per line.",
@@ -208,6 +209,37 @@ def check_tool_call(name: str, arguments: str) -> tuple[bool, str]:
     if args.get("exact") is not True:
         return False, f"exact is {args.get('exact')!r}, expected true"
     return True, "valid JSON arguments of the right types"
+
+
+# ---------------------------------------------------------------- determinism
+
+
+def first_primes(count: int) -> list[int]:
+    primes: list[int] = []
+    candidate = 2
+    while len(primes) < count:
+        if all(candidate % p for p in primes if p * p <= candidate):
+            primes.append(candidate)
+        candidate += 1
+    return primes
+
+
+_NUMBER = re.compile(r"\d+")
+_SUM = re.compile(r"sum\s*[:=]\s*(\d+)", re.IGNORECASE)
+
+
+def determinism_answer(content: str) -> tuple[tuple[int, ...], int | None]:
+    """The final answer of the determinism prompt: the listed numbers and the stated sum."""
+    match = _SUM.search(content)
+    listed = content[: match.start()] if match else content
+    numbers = tuple(int(n) for n in _NUMBER.findall(listed))
+    return numbers, int(match.group(1)) if match else None
+
+
+def determinism_answer_is_right(content: str) -> bool:
+    numbers, total = determinism_answer(content)
+    primes = first_primes(PRIME_COUNT)
+    return numbers == tuple(primes) and total == sum(primes)
 
 
 def first_difference(a: str, b: str) -> int:

@@ -6,19 +6,23 @@ GPU). It imports only the standard library and sglang, so it also runs outside t
 
     python serve/generate_option_table.py --out serve/options
     python serve/generate_option_table.py --tool sglang-router --out serve/options
+    python serve/generate_option_table.py --tool smg --out serve/options
 
 writes ``serve/options/sglang-<version>.json`` (every option string of
-``ServerArgs.add_cli_args``) or ``sglang-router-<version>.json`` (``RouterArgs.add_cli_args``
-of ``python -m sglang_router.launch_router``), each option with its dest, arity, choices and
-value type. ``serve/validate.py``
-checks recipes against these tables; ``tests/serve/test_serve_sglang_parser.py`` diffs a fresh table
-against the committed one when sglang is importable.
+``ServerArgs.add_cli_args``), ``sglang-router-<version>.json`` (``RouterArgs.add_cli_args``
+of ``python -m sglang_router.launch_router``) or ``smg-<version>.json`` (the same for smg, the
+router's successor: ``python -m smg.launch_router``), each option with its dest, arity, choices
+and value type. Both routers install in seconds (``pip install smg==X``); neither needs torch.
+``serve/validate.py`` checks recipes against these tables;
+``tests/serve/test_serve_sglang_parser.py`` diffs a fresh table against the committed one when
+sglang is importable.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import json
 import sys
 from pathlib import Path
@@ -53,10 +57,12 @@ def _describe(action: argparse.Action) -> dict[str, Any]:
 
 
 def build_table(tool: str = "sglang") -> dict[str, Any]:
-    if tool == "sglang-router":
-        version = importlib.import_module("sglang_router.version").__version__
-        router_args = importlib.import_module("sglang_router.router_args")
-        parser = argparse.ArgumentParser(prog="sglang_router.launch_router", allow_abbrev=False)
+    if tool in ("sglang-router", "smg"):
+        package = "sglang_router" if tool == "sglang-router" else "smg"
+        # the distribution's version: smg 1.13.0's smg/version.py still says 1.1.0
+        version = importlib.metadata.version(tool)
+        router_args = importlib.import_module(f"{package}.router_args")
+        parser = argparse.ArgumentParser(prog=f"{package}.launch_router", allow_abbrev=False)
         router_args.RouterArgs.add_cli_args(parser)
         source = "RouterArgs.add_cli_args"
     else:
@@ -82,7 +88,7 @@ def build_table(tool: str = "sglang") -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    cli.add_argument("--tool", choices=["sglang", "sglang-router"], default="sglang")
+    cli.add_argument("--tool", choices=["sglang", "sglang-router", "smg"], default="sglang")
     cli.add_argument("--out", type=Path, help="directory to write <tool>-<version>.json into")
     args = cli.parse_args(argv)
     table = build_table(args.tool)

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from solver.endpoint_file import (
@@ -18,7 +18,15 @@ from solver.endpoint_file import (
 )
 from solver.errors import ConfigError, InputError
 from solver.serve.recipe import Deployment, ProcessCommand, container_name
-from solver.serve.supervisor import Event, Policy, ReadyInfo, Supervisor
+from solver.serve.supervisor import (
+    SGLANG_HEALTH_CHECK_TIMEOUT,
+    SGLANG_WATCHDOG_TIMEOUT,
+    Event,
+    Kind,
+    Policy,
+    ReadyInfo,
+    Supervisor,
+)
 from solver.serve.validate import errors_of, validate_deployment
 
 REDACTED = "***"
@@ -36,6 +44,18 @@ class LaunchPlan:
     # `docker run` client leaves the container running, so it is stopped and removed by name
     prepare: tuple[tuple[str, ...], ...] = ()
     teardown: tuple[tuple[str, ...], ...] = ()
+    kind: Kind = "server"
+    # what the server itself waits before failing a health probe, and how long a forward
+    # batch may run before it crashes: the supervisor's deep-probe timeout and hang window
+    health_check_timeout: float = SGLANG_HEALTH_CHECK_TIMEOUT
+    watchdog_timeout: float = SGLANG_WATCHDOG_TIMEOUT
+
+    def policy(self, base: Policy | None) -> Policy:
+        return replace(
+            base or Policy(),
+            health_check_timeout=self.health_check_timeout,
+            hang_after=self.watchdog_timeout,
+        )
 
     def printable_argv(self) -> list[str]:
         """The argv with the API key replaced, for logs and terminals."""
@@ -81,7 +101,7 @@ def pip_requirements(deployment: Deployment) -> list[str]:
     recipe = deployment.recipe
     out = [f"sglang[all]=={recipe.sglang_version}"]
     if recipe.router_version and any(p.role == "router" for p in deployment.processes):
-        out.append(f"sglang-router=={recipe.router_version}")
+        out.append(f"{recipe.router}=={recipe.router_version}")
     return out
 
 
@@ -89,8 +109,9 @@ def check_installed(deployment: Deployment, process: ProcessCommand) -> None:
     """The interpreter the argv names must carry the version the recipe pins: a flag table of
     one release says nothing about another (flags drift between minor releases)."""
     recipe = deployment.recipe
+    distribution: str
     if process.role == "router":
-        distribution, pinned = "sglang-router", recipe.router_version
+        distribution, pinned = recipe.router, recipe.router_version
     else:
         distribution, pinned = "sglang", recipe.sglang_version
     python = process.argv[0]
@@ -143,7 +164,31 @@ def plan_recipe(
         secret=secret,
         prepare=prepare,
         teardown=teardown,
+        kind="router" if process.role == "router" else "server",
+        health_check_timeout=_seconds(
+            process.env.get("SGLANG_HEALTH_CHECK_TIMEOUT"), SGLANG_HEALTH_CHECK_TIMEOUT
+        ),
+        watchdog_timeout=_seconds(
+            _flag_value(process.argv, "--watchdog-timeout"), SGLANG_WATCHDOG_TIMEOUT
+        ),
     )
+
+
+def _flag_value(argv: Sequence[str], option: str) -> str | None:
+    for index, arg in enumerate(argv):
+        if arg == option and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith(option + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _seconds(text: str | None, default: float) -> float:
+    try:
+        value = float(text) if text is not None else default
+    except ValueError:
+        return default
+    return value if value > 0 else default
 
 
 def container_cleanup(
@@ -178,7 +223,7 @@ def run_plan(
             handle.write(line + "\n")
         pid = event.detail.get("pid")
         # a dead or hung server must not stay advertised until the restart is ready
-        down = event.kind in ("exited", "unresponsive") and isinstance(pid, int)
+        down = event.kind in ("exited", "unresponsive", "wedged") and isinstance(pid, int)
         removed = plan.writes_descriptor and down and clear_descriptor(pid)
         echo(f"serve: {event.kind} {json.dumps(event.detail, default=str)}")
         if removed:
@@ -203,12 +248,13 @@ def run_plan(
         plan.url,
         env=plan.env,
         api_key=secret,
-        policy=policy,
+        policy=plan.policy(policy),
         output=folder / f"{plan.name}.out",
         on_event=on_event,
         on_ready=on_ready,
         prepare=plan.prepare,
         teardown=plan.teardown,
+        kind=plan.kind,
     )
     echo(f"serve: starting {' '.join(plan.printable_argv())}")
     echo(f"serve: events in {log_path}")
@@ -240,8 +286,23 @@ def _write_identity(path: Path, info: ReadyInfo, secret: str | None) -> None:
     path.write_text(text + "\n", encoding="utf-8")
 
 
-def plan_command(argv: Sequence[str], url: str, name: str = "custom") -> LaunchPlan:
-    """A plan for any command (a vLLM server, a custom build): supervised like a recipe."""
+def plan_command(
+    argv: Sequence[str], url: str, name: str = "custom", kind: Kind = "server"
+) -> LaunchPlan:
+    """A plan for any command (a vLLM server, a custom build, a router): supervised like a
+    recipe; the server's health-check timeout and watchdog come from its argv and environment
+    when it names them."""
     if not argv:
         raise InputError("nothing to supervise: give the command after --")
-    return LaunchPlan(name=name, argv=tuple(argv), env={}, url=url, writes_descriptor=True)
+    return LaunchPlan(
+        name=name,
+        argv=tuple(argv),
+        env={},
+        url=url,
+        writes_descriptor=True,
+        kind=kind,
+        health_check_timeout=_seconds(
+            os.environ.get("SGLANG_HEALTH_CHECK_TIMEOUT"), SGLANG_HEALTH_CHECK_TIMEOUT
+        ),
+        watchdog_timeout=_seconds(_flag_value(argv, "--watchdog-timeout"), SGLANG_WATCHDOG_TIMEOUT),
+    )

@@ -1,10 +1,8 @@
 """The oldest SGLang release a deployment can run on, from the features its argv and model need.
 
-A recipe's ``min_image`` only says which image first carries the gfx950 Block-FP8 fix; it is not
-the oldest image that starts the recipe. The flags and model architectures below appeared in
-later releases (research serving.md §1.2 and §0.6: "first seen" is the first sampled release
-that has the flag, parse-tested where the research says so), so the real floor is the newest of
-those first releases.
+"First release" is the first PyPI wheel whose own parser accepts the flag (checked release by
+release; docs/serve.md, "Flag history"), so the floor is the newest of those first releases.
+The gfx950 Block-FP8 image floor is a separate rule (``deployment_rules``).
 """
 
 from __future__ import annotations
@@ -12,17 +10,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from solver.serve.deployment_rules import GFX950_FLOOR
+from solver.serve.findings import Finding
 from solver.serve.option_table import version_key
 from solver.serve.recipe import Deployment
-from solver.serve.validate import Finding
 
 # option string -> first sampled SGLang release that accepts it
 FLAG_FIRST_RELEASE: dict[str, str] = {
-    "--attn-cp-size": "0.5.10",
-    "--attention-context-parallel-size": "0.5.10",
-    "--dsa-prefill-backend": "0.5.13.post1",
-    "--dsa-decode-backend": "0.5.13.post1",
-    "--dsa-topk-backend": "0.5.13.post1",
+    "--attn-cp-size": "0.5.9",
+    "--attention-context-parallel-size": "0.5.9",
+    "--dsa-prefill-backend": "0.5.13",
+    "--dsa-decode-backend": "0.5.13",
+    "--dsa-topk-backend": "0.5.13",
     "--enable-prefill-cp": "0.5.14",
     "--cp-strategy": "0.5.14",
     "--enable-dsa-cache-layer-split": "0.5.16",
@@ -66,11 +65,15 @@ def describe(deployment: Deployment) -> list[str]:
     floor = minimum_sglang(deployment)
     if floor.version is not None:
         lines.append(f"needs SGLang >= {floor.version} for {', '.join(floor.needs)}")
-    min_image = deployment.recipe.min_image
-    if min_image:
-        also = f" (an image must also carry SGLang >= {floor.version})" if floor.version else ""
-        lines.append(f"oldest image with the gfx950 Block-FP8 fix: {min_image}{also}")
+    floor_text = gfx950_floor(deployment)
+    if floor_text is not None:
+        lines.append(f"gfx950 Block-FP8 image floor: {floor_text}")
     return lines
+
+
+def gfx950_floor(deployment: Deployment) -> str | None:
+    recipe = deployment.recipe
+    return GFX950_FLOOR if recipe.vendor == "amd" and recipe.gpu_arch == "gfx950" else None
 
 
 def floor_findings(deployment: Deployment) -> list[Finding]:

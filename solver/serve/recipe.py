@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
@@ -26,7 +25,12 @@ from solver.errors import ConfigError, InputError, NotFound
 Role = Literal["server", "prefill", "decode", "router"]
 
 SERVER_LAUNCHER = ("python3", "-m", "sglang.launch_server")
-ROUTER_LAUNCHER = ("python3", "-m", "sglang_router.launch_router")
+RouterTool = Literal["smg", "sglang-router"]
+# smg is sglang-router's successor on PyPI: same command line, module renamed
+ROUTER_LAUNCHERS: dict[str, tuple[str, ...]] = {
+    "smg": ("python3", "-m", "smg.launch_router"),
+    "sglang-router": ("python3", "-m", "sglang_router.launch_router"),
+}
 
 # Container runtime arguments per vendor: device access, shared memory for NCCL/RCCL, host
 # networking so the router and PD bootstrap ports are reachable, and the model cache mounted.
@@ -85,10 +89,9 @@ class Recipe(_Strict):
     vendor: Literal["amd", "nvidia"]
     gpu_arch: str
     sglang_version: str
+    router: RouterTool = "smg"  # which router distribution router_version names
     router_version: str | None = None
     image: str
-    # the oldest image with the fixes this deployment depends on (gfx950 Block-FP8 GEMM)
-    min_image: str | None = None
     image_note: str = ""
     status: str
     notes: list[str] = Field(default_factory=list)
@@ -116,14 +119,7 @@ class ProcessCommand:
     env: dict[str, str]
     container_argv: tuple[str, ...]
     url: str
-
-    @property
-    def launcher_len(self) -> int:
-        return len(ROUTER_LAUNCHER) if self.role == "router" else len(SERVER_LAUNCHER)
-
-    def shell(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return f"{env} {shlex.join(self.argv)}".strip()
+    launcher_len: int = len(SERVER_LAUNCHER)  # argv[launcher_len:] is what the parser sees
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,7 +251,7 @@ def render(recipe: Recipe, overrides: list[str] | tuple[str, ...] = ()) -> Deplo
         for override in flag_overrides:
             if override.target in (None, process.label, process.role):
                 _apply(flags, override)
-        launcher = ROUTER_LAUNCHER if process.role == "router" else SERVER_LAUNCHER
+        launcher = ROUTER_LAUNCHERS[recipe.router] if process.role == "router" else SERVER_LAUNCHER
         argv = list(launcher)
         host, port = process.host, str(process.port)
         for name, value in flags:
@@ -280,6 +276,7 @@ def render(recipe: Recipe, overrides: list[str] | tuple[str, ...] = ()) -> Deplo
                 env=env,
                 container_argv=_container(recipe, env, argv, process.label),
                 url=f"http://{host}:{port}",
+                launcher_len=len(launcher),
             )
         )
     return Deployment(recipe=recipe, processes=tuple(rendered), overrides=tuple(overrides))

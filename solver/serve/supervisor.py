@@ -1,12 +1,24 @@
 """Start a model server as a child process, wait until it is ready, and keep it alive.
 
-- Readiness: ``GET /ready`` (SGLang 0.5.20+); a 404 there switches to ``GET /v1/models``, which
-  every version and the router answer.
-- Liveness: the same cheap probe every ``liveness_interval``; ``liveness_failures`` misses in a
-  row, or the process exiting, restart it with exponential backoff.
-- Deep health: ``GET /health_generate`` now and then in its own thread, logged only. On SGLang it
-  runs a real generation that a long chunked prefill delays past its timeout (sglang#22511), so
-  a slow or failing deep probe never restarts a busy server.
+- Readiness: ``GET /ready`` (SGLang 0.5.20+) until it answers 200; a 404 there switches to
+  ``GET /v1/models``, which every version answers. A router (``kind="router"``) is ready on its
+  own ``/readiness`` and alive on ``/liveness`` (sglang-router and smg answer 404 on ``/ready``).
+- Liveness: a miss is a probe the HTTP server does not answer, or a plain not-OK from the
+  fallback routes. SGLang's ``/ready`` answering 503 after the server was up is not a miss: a
+  ``/health_generate`` that found no output within ``SGLANG_HEALTH_CHECK_TIMEOUT`` sets the
+  server's status to UnHealthy, and ``/ready`` follows that status until a later health probe
+  succeeds, so one deep probe landing in an output stall would otherwise restart a busy server
+  and kill every stream in flight. ``liveness_failures`` misses in a row, or the process
+  exiting, restart it with exponential backoff.
+- Hang: the deep probe (``GET /health_generate``, a real one-token generation) is the only
+  probe that sees a wedged scheduler (``/ready`` and ``/v1/models`` keep answering). Its client
+  timeout stays above the server's own check timeout, so every probe gets the server's verdict
+  and no abandoned probe piles up inside SGLang. After a failure it re-probes every
+  ``deep_retry_interval`` until the server is Up again. A hang is declared only when deep probes
+  have failed for longer than ``hang_after`` (the server's ``--watchdog-timeout``) and the token
+  counters of ``/metrics`` (``realtime_tokens_total``, bumped every scheduler iteration) did not
+  move over that span; a server without ``/metrics`` is judged
+  on the deep probes alone.
 - Stop: the whole process tree (its process group plus any descendant that left it) gets
   SIGTERM, then SIGKILL after ``stop_grace``.
 
@@ -26,11 +38,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
 from solver.errors import EndpointUnavailable, InputError
+from solver.serve.metrics import read_counters, token_progress
+
+Kind = Literal["server", "router"]
+# SGLang's defaults when a deployment does not set them: SGLANG_HEALTH_CHECK_TIMEOUT (seconds a
+# /health_generate waits for any output) and --watchdog-timeout (a forward batch longer than
+# this crashes the server)
+SGLANG_HEALTH_CHECK_TIMEOUT = 20.0
+SGLANG_WATCHDOG_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +61,12 @@ class Policy:
     liveness_timeout: float = 10.0
     liveness_failures: int = 3
     deep_interval: float = 300.0  # 0 disables the deep probe
-    deep_timeout: float = 120.0
+    deep_retry_interval: float = 15.0  # after a failed deep probe, until the server is Up again
+    # the server's own check timeout; the deep probe's client timeout is this plus deep_margin,
+    # so the server always answers first
+    health_check_timeout: float = SGLANG_HEALTH_CHECK_TIMEOUT
+    deep_margin: float = 30.0
+    hang_after: float = SGLANG_WATCHDOG_TIMEOUT  # failing deep probes and frozen counters
     backoff_initial: float = 5.0
     backoff_max: float = 300.0
     max_restarts: int = 20  # consecutive failed restarts before giving up
@@ -51,11 +76,15 @@ class Policy:
     reset_after: float = 600.0  # this long ready and healthy resets the failure series
     stop_grace: float = 30.0
 
+    @property
+    def deep_timeout(self) -> float:
+        return self.health_check_timeout + self.deep_margin
+
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    # started, ready, exited, unresponsive, restarting, deep-ok, deep-slow, deep-unsupported,
-    # stopped, gave-up
+    # started, ready, exited, unresponsive, restarting, deep-ok, deep-failed, deep-busy,
+    # deep-unsupported, not-up, up-again, wedged, stopped, gave-up
     kind: str
     detail: dict[str, Any] = field(default_factory=dict)
     at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds"))
@@ -91,6 +120,7 @@ class Supervisor:
         on_ready: Callable[[ReadyInfo], None] | None = None,
         prepare: Sequence[Sequence[str]] = (),
         teardown: Sequence[Sequence[str]] = (),
+        kind: Kind = "server",
     ) -> None:
         if not argv:
             raise InputError("supervisor: empty command")
@@ -107,9 +137,13 @@ class Supervisor:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._process: subprocess.Popen[bytes] | None = None
-        self._readiness_path = "/ready"
-        self._ready_once = threading.Event()
+        self.kind = kind
+        self._readiness_path = "/readiness" if kind == "router" else "/ready"
+        self._liveness_path = "/liveness" if kind == "router" else "/ready"
         self._deep_thread: threading.Thread | None = None
+        self._reprobe = threading.Event()  # wakes the deep probe early: the status is not Up
+        self._wedged = threading.Event()  # set by the deep probe, read by the liveness loop
+        self._up = True  # the last liveness answer said Up (only SGLang's /ready says otherwise)
         self._prepare = [list(c) for c in prepare]  # run before each start
         self._teardown = [list(c) for c in teardown]  # run at each stop, before the signals
 
@@ -120,12 +154,10 @@ class Supervisor:
         with self._lock:
             return self._process.pid if self._process is not None else None
 
-    def wait_ready(self, timeout: float) -> bool:
-        return self._ready_once.wait(timeout)
-
     def stop(self) -> None:
         """Ask :meth:`run` to stop the process tree and return; safe from any thread."""
         self._stop.set()
+        self._reprobe.set()
 
     def run(self) -> None:
         """Start, wait for readiness, supervise. Raises EndpointUnavailable on giving up."""
@@ -212,7 +244,7 @@ class Supervisor:
             if code is not None:
                 self._emit("exited", pid=self.pid, code=code, phase="startup")
                 return False
-            if self._probe(client, policy.liveness_timeout):
+            if self._probe(client, self._readiness_path, policy.liveness_timeout) == "up":
                 info = self._describe(client)
                 self._emit(
                     "ready", pid=info.pid, model=info.model, readiness=info.readiness_path,
@@ -220,7 +252,6 @@ class Supervisor:
                 )  # fmt: skip
                 if self._on_ready is not None:
                     self._on_ready(info)
-                self._ready_once.set()
                 return True
             if time.monotonic() > deadline:
                 self._emit("unresponsive", phase="startup", waited_s=policy.startup_timeout)
@@ -229,34 +260,63 @@ class Supervisor:
         return False
 
     def _supervise(self, client: httpx.Client) -> None:
+        self._wedged.clear()
+        self._up = True
+        session = threading.Event()  # ends with this server instance: its deep probe stops too
+        self._start_deep_probe(session)
+        try:
+            self._watch(client)
+        finally:
+            session.set()
+            self._reprobe.set()
+
+    def _watch(self, client: httpx.Client) -> None:
         policy = self.policy
         misses = 0
-        self._start_deep_probe()
         while not self._stop.wait(policy.liveness_interval):
             code = self._exit_code()
             if code is not None:
                 self._emit("exited", pid=self.pid, code=code, phase="serving")
                 return
-            if self._probe(client, policy.liveness_timeout):
-                misses = 0
+            if self._wedged.is_set():
+                return  # the deep probe emitted "wedged" with its evidence
+            answer = self._probe(client, self._liveness_path, policy.liveness_timeout)
+            if answer == "down":
+                misses += 1
+                if misses >= policy.liveness_failures:
+                    self._emit(
+                        "unresponsive", pid=self.pid, misses=misses, probe=self._liveness_path
+                    )
+                    return
                 continue
-            misses += 1
-            if misses >= policy.liveness_failures:
-                self._emit("unresponsive", pid=self.pid, misses=misses, probe=self._readiness_path)
-                return
+            misses = 0
+            up = answer == "up"
+            if up != self._up:
+                # answering but not Up: a health probe failed (ours or anyone's); the deep probe
+                # re-checks now rather than at its next interval
+                self._emit("up-again" if up else "not-up", pid=self.pid)
+                self._up = up
+            if not up:
+                self._reprobe.set()
 
     # ------------------------------------------------------------ probes
 
-    def _probe(self, client: httpx.Client, timeout: float) -> bool:
-        """One readiness/liveness probe; learns once whether the server has /ready."""
+    def _probe(self, client: httpx.Client, path: str, timeout: float) -> str:
+        """ "up", "not-up" (SGLang's /ready answered 503: alive, status not Up) or "down".
+
+        Learns once whether the server has /ready at all (older SGLang, vLLM, llama.cpp)."""
         try:
-            response = client.get(self.base_url + self._readiness_path, timeout=timeout)
+            response = client.get(self.base_url + path, timeout=timeout)
         except httpx.HTTPError:
-            return False
-        if response.status_code == 404 and self._readiness_path == "/ready":
-            self._readiness_path = "/v1/models"
-            return self._probe(client, timeout)
-        return response.status_code == 200
+            return "down"
+        if response.status_code == 200:
+            return "up"
+        if path == "/ready" and response.status_code == 404:
+            self._readiness_path = self._liveness_path = "/v1/models"
+            return self._probe(client, "/v1/models", timeout)
+        if path == "/ready" and response.status_code == 503:
+            return "not-up"
+        return "down"
 
     def _describe(self, client: httpx.Client) -> ReadyInfo:
         model, context = "", None
@@ -287,33 +347,18 @@ class Supervisor:
             readiness_path=self._readiness_path,
         )
 
-    def _start_deep_probe(self) -> None:
-        if self.policy.deep_interval <= 0:
-            return
-        if self._deep_thread is not None and self._deep_thread.is_alive():
-            return
-        self._deep_thread = threading.Thread(target=self._deep_loop, daemon=True)
+    def _start_deep_probe(self, session: threading.Event) -> None:
+        if self.policy.deep_interval <= 0 or self.kind == "router":
+            return  # a router's own /health_generate only forwards to some worker
+        self._deep_thread = threading.Thread(target=self._deep_loop, args=(session,), daemon=True)
         self._deep_thread.start()
 
-    def _deep_loop(self) -> None:
+    def _deep_loop(self, session: threading.Event) -> None:
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         with httpx.Client(headers=headers, trust_env=False) as client:
-            while not self._stop.wait(self.policy.deep_interval):
-                started = time.monotonic()
-                try:
-                    response = client.get(
-                        self.base_url + "/health_generate", timeout=self.policy.deep_timeout
-                    )
-                    status: int | str = response.status_code
-                except httpx.HTTPError as exc:
-                    status = type(exc).__name__
-                took = round(time.monotonic() - started, 3)
-                if status == 404:  # not SGLang (llama.cpp, vLLM): no generation probe to run
-                    self._emit("deep-unsupported", path="/health_generate")
-                    return
-                kind = "deep-ok" if status == 200 else "deep-slow"
-                # logged only: a generation probe fails a server busy with a long prefill
-                self._emit(kind, status=status, took_s=took)
+            _DeepProbe(self, client, session).run()
+
+    # ------------------------------------------------------------ process tree
 
     # ------------------------------------------------------------ process tree
 
@@ -358,6 +403,87 @@ class Supervisor:
         self.events.append(event)
         if self._on_event is not None:
             self._on_event(event)
+
+
+class _DeepProbe:
+    """The deep-probe loop of one server instance: busy or wedged, from probes and counters."""
+
+    def __init__(
+        self, supervisor: Supervisor, client: httpx.Client, session: threading.Event
+    ) -> None:
+        self.sup, self.client, self.session = supervisor, client, session
+        self.policy = supervisor.policy
+
+    def run(self) -> None:
+        policy = self.policy
+        failing_since: float | None = None  # first failure of the current failing spell
+        progress_then: float | None = None  # token counters at the start of the hang window
+        wait = policy.deep_interval
+        while not self._sleep(wait):
+            started = time.monotonic()
+            status = self._probe()
+            took = round(time.monotonic() - started, 3)
+            if self._ended():
+                return
+            if status == 404:  # not SGLang (llama.cpp, vLLM): no generation probe to run
+                self.sup._emit("deep-unsupported", path="/health_generate")
+                return
+            if status == 200:
+                if failing_since is None:
+                    self.sup._emit("deep-ok", status=status, took_s=took)
+                else:
+                    spell = round(time.monotonic() - failing_since, 3)
+                    self.sup._emit("deep-ok", status=status, took_s=took, failed_for_s=spell)
+                failing_since, wait = None, policy.deep_interval
+                continue
+            now = time.monotonic()
+            if failing_since is None:
+                failing_since, progress_then = started, self._progress()
+            failing_for = round(now - failing_since, 3)
+            self.sup._emit("deep-failed", status=status, took_s=took, failing_for_s=failing_for)
+            wait = policy.deep_retry_interval
+            if failing_for < policy.hang_after:
+                continue
+            progress_now = self._progress()
+            moving = progress_now is not None and progress_then is not None
+            if moving and progress_now != progress_then:
+                # output stalls longer than the check timeout, yet tokens keep coming: busy
+                moved = (progress_now or 0.0) - (progress_then or 0.0)
+                self.sup._emit("deep-busy", failing_for_s=failing_for, tokens=moved)
+                failing_since, progress_then = now, progress_now
+                continue
+            counters = "unavailable" if progress_now is None else "frozen"
+            self.sup._emit("wedged", pid=self.sup.pid, failing_for_s=failing_for, counters=counters)
+            self.sup._wedged.set()
+            return
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait ``seconds`` or until woken; True when this instance's supervision ended."""
+        deadline = time.monotonic() + seconds
+        while not self._ended():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            if self.sup._reprobe.wait(remaining):
+                self.sup._reprobe.clear()
+                return self._ended()
+        return True
+
+    def _ended(self) -> bool:
+        return self.sup._stop.is_set() or self.session.is_set()
+
+    def _probe(self) -> int | str:
+        try:
+            response = self.client.get(
+                self.sup.base_url + "/health_generate", timeout=self.policy.deep_timeout
+            )
+        except httpx.HTTPError as exc:
+            return type(exc).__name__
+        return response.status_code
+
+    def _progress(self) -> float | None:
+        counters = read_counters(self.client, self.sup.base_url, self.policy.liveness_timeout)
+        return token_progress(counters)
 
 
 def _get_json(client: httpx.Client, url: str) -> dict[str, Any] | None:

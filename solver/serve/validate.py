@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
+from solver.serve import deployment_rules, minimums, rules
+from solver.serve.findings import Finding, ParsedArgs, Severity, errors_of
 from solver.serve.option_table import (
     OptionSpec,
     OptionTable,
@@ -21,11 +21,10 @@ from solver.serve.option_table import (
 )
 from solver.serve.recipe import Deployment, ProcessCommand
 
-Severity = Literal["error", "warning"]
 _Add = Callable[[Severity, str, str, str], None]
 
 # Options SGLang removed or renamed, with the release that dropped them and the replacement.
-# Source: parse tests of the real parsers of 0.5.1 ... 0.5.23 (research serving.md §1.2).
+# Source: parse tests of the real parsers of 0.5.1 ... 0.5.23 (docs/serve.md, "Flag history").
 RENAMED: dict[str, tuple[str, str]] = {
     "--nsa-prefill-backend": ("0.5.20", "--dsa-prefill-backend"),
     "--nsa-decode-backend": ("0.5.20", "--dsa-decode-backend"),
@@ -38,45 +37,6 @@ RENAMED: dict[str, tuple[str, str]] = {
     # in the 0.5.19 table, gone by 0.5.23 (no table in between says exactly when)
     "--cuda-graph-bs": ("a release after 0.5.19", "--cuda-graph-bs-decode (and -prefill)"),
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    severity: Severity
-    rule: str
-    option: str
-    message: str
-    process: str = ""
-
-    def line(self) -> str:
-        where = f"[{self.process}] " if self.process else ""
-        return f"{self.severity}: {where}{self.option}: {self.message}"
-
-
-@dataclass
-class ParsedArgs:
-    """The options of one command line: canonical option -> value(s) (None for switches)."""
-
-    values: dict[str, str | list[str] | None] = field(default_factory=dict)
-    dests: dict[str, str | list[str] | None] = field(default_factory=dict)
-
-    def get(self, dest: str) -> str | list[str] | None:
-        return self.dests.get(dest)
-
-    def has(self, dest: str) -> bool:
-        return dest in self.dests
-
-    def text(self, dest: str, default: str = "") -> str:
-        value = self.dests.get(dest)
-        if isinstance(value, list):
-            return " ".join(value)
-        return default if value is None else value
-
-    def integer(self, dest: str, default: int) -> int:
-        try:
-            return int(self.text(dest, str(default)))
-        except ValueError:
-            return default
 
 
 def check_options(
@@ -285,8 +245,6 @@ def validate_args(
     process: str = "",
 ) -> list[Finding]:
     """Validate one command line (without the launcher) against ``tool`` at ``version``."""
-    from solver.serve import rules
-
     table = load_table(version, tool)
     parsed, findings = check_options(args, table, process)
     if tool == "sglang":
@@ -312,22 +270,17 @@ def validate_process(command: ProcessCommand, deployment: Deployment) -> list[Fi
                     command.label,
                 )
             ]
-        return validate_args(
-            args, recipe.router_version, tool="sglang-router", process=command.label
-        )
+        return validate_args(args, recipe.router_version, tool=recipe.router, process=command.label)
     return validate_args(args, recipe.sglang_version, model=recipe.model, process=command.label)
 
 
 def validate_deployment(deployment: Deployment) -> list[Finding]:
-    from solver.serve import minimums, rules
-
     findings: list[Finding] = []
     for command in deployment.processes:
         findings += validate_process(command, deployment)
-    findings += rules.deployment_rules(deployment)
+    findings += deployment_rules.deployment_rules(deployment)
     findings += minimums.floor_findings(deployment)
     return findings
 
 
-def errors_of(findings: list[Finding]) -> list[Finding]:
-    return [f for f in findings if f.severity == "error"]
+__all__ = ["Finding", "ParsedArgs", "Severity", "errors_of", "validate_args", "validate_deployment"]

@@ -147,6 +147,7 @@ Responder = Callable[[RecordedRequest], Reply]
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # the default backlog of 5 resets connections sent all at once
     fake: FakeEndpoint
 
     def handle_error(self, request: Any, client_address: Any) -> None:

@@ -8,6 +8,8 @@ import hashlib
 import itertools
 import json
 import re
+import threading
+import time
 from collections.abc import Callable
 
 from solver.testing.fake_endpoint import RecordedRequest, Reply
@@ -27,6 +29,11 @@ def _chain_answer(prompt: str) -> str:
     return "\n".join(lines)
 
 
+def _primes_answer(count: int) -> str:
+    primes = [n for n in range(2, 1000) if all(n % d for d in range(2, int(n**0.5) + 1))][:count]
+    return ", ".join(map(str, primes)) + f"\nsum: {sum(primes)}"
+
+
 def healthy(request: RecordedRequest) -> Reply:
     prompt = request.user_text
     if request.json.get("tools"):
@@ -42,6 +49,9 @@ def healthy(request: RecordedRequest) -> Reply:
         )
     if "operation 1:" in prompt:
         return Reply(reasoning="Apply each operation in turn.", text=_chain_answer(prompt))
+    primes = re.search(r"first (\d+) prime numbers", prompt)
+    if primes is not None:
+        return Reply(reasoning="List them.", text=_primes_answer(int(primes.group(1))))
     vault = re.search(r"access code of the (\w+) vault is (\d{6})", prompt)
     if vault is not None:
         return Reply(text=vault.group(2))
@@ -122,6 +132,41 @@ def batch_variant(brain: Brain, same_for: int) -> Brain:
         seen[request.user_text] = count + 1
         if count >= same_for and reply.text and not reply.tool_calls:
             reply.text += f" variant {count}"
+        return reply
+
+    return wrapped
+
+
+def wrong_final_answers(brain: Brain) -> Brain:
+    """Every other answer states a wrong sum: a real fault, not a batching difference."""
+    served = itertools.count()
+
+    def wrapped(request: RecordedRequest) -> Reply:
+        reply = brain(request)
+        if "sum: " in reply.text and next(served) % 2:
+            reply.text = re.sub(r"sum: (\d+)", lambda m: f"sum: {int(m.group(1)) + 1}", reply.text)
+        return reply
+
+    return wrapped
+
+
+def wrong_at_high_concurrency(brain: Brain, above: int = 16, hold: float = 0.2) -> Brain:
+    """Chain answers go wrong while more than ``above`` requests are in flight together (the
+    shape of a kernel that fails only on large verify batches). Each request is held ``hold``
+    seconds so that requests sent together overlap; requests sent one after another never do."""
+    lock = threading.Lock()
+    in_flight = [0]
+
+    def wrapped(request: RecordedRequest) -> Reply:
+        with lock:
+            in_flight[0] += 1
+        time.sleep(hold)
+        with lock:
+            crowded = in_flight[0] > above
+            in_flight[0] -= 1
+        reply = brain(request)
+        if crowded and "step 1:" in reply.text:
+            reply.text = re.sub(r"step (\d+): (\d+)", r"step \1: 1\2", reply.text)
         return reply
 
     return wrapped

@@ -1,19 +1,38 @@
-"""A fake SGLang server for supervisor and benchmark tests, run as its own process or in a thread.
+"""A loopback stand-in for SGLang 0.5.23 in supervisor and benchmark tests, run as its own
+process or in a thread.
 
-It answers ``/ready``, ``/health``, ``/health_generate``, ``/v1/models``, ``/server_info``,
-``/model_info`` and streams ``/v1/chat/completions`` at an exact token rate: token k of a
-response leaves at ``t0 + k / rate`` where t0 is when token 0 left (an absolute schedule, so
-sleep overshoot does not accumulate), one token per SSE chunk, then a usage chunk and ``[DONE]``.
+It copies the health logic of SGLang 0.5.23's ``python/sglang/srt/entrypoints/http_server.py``
+(``/ready`` at lines 714-718, ``health_generate`` at 722-799) and ``TokenizerManager.is_ready``:
+the status is Starting until start-up ends, then Up. ``/health`` and ``/health_generate``
+submit a one-token generation, poll every ``health_poll`` seconds (1 s in SGLang) and answer
+200 as soon as *any* output has been received since the probe began (so a server busy with
+other streams passes), setting the status to Up; after ``health_check_timeout``
+(``SGLANG_HEALTH_CHECK_TIMEOUT``, 20 s by default) they answer 503 and set the status to
+UnHealthy. The generation itself is not aborted, as in SGLang. ``/ready`` answers 200 only
+while the status is Up (0.5.20+); ``/v1/models`` answers whatever the status. ``/metrics`` has the
+token counters as SGLang updates them: ``sglang:realtime_tokens_total`` on every token (SGLang:
+every scheduler iteration), ``sglang:generation_tokens_total``, ``sglang:prompt_tokens_total`` and,
+with a speculative accept length, ``sglang:spec_verify_calls_total`` only when a request ends.
 
-A control file (JSON, re-read on every request) changes behaviour while it runs::
+``/v1/chat/completions`` streams at an exact token rate: token k of a response leaves at
+``t0 + k / rate`` where t0 is when token 0 left (an absolute schedule, so sleep overshoot does
+not accumulate), one token per SSE chunk, then a usage chunk and ``[DONE]``. Every token,
+streamed or for a health probe, passes through one "scheduler" that the control file can stall
+or wedge.
 
-    {"ready": false}                 /ready and /v1/models answer 503 (liveness fails)
+A control file (JSON, re-read on every request and token) changes behaviour while it runs::
+
+    {"unresponsive": true}           every GET is dropped unanswered (the HTTP server hangs)
+    {"stall_until": EPOCH}           no token leaves before that wall-clock time (an output stall)
+    {"wedged": true}                 no token ever leaves and the counters freeze
+    {"pid": N, ...}                  the keys above apply only in process N (survive a restart)
     {"health_generate_delay": 30}    /health_generate answers only after 30 s
 
 Run::
 
     python -m tests.serve.fake_sglang --port N [--rate 200] [--tokens 64] [--control FILE]
         [--child-pid-file FILE]   # also start a grandchild process (to test tree stops)
+        [--health-check-timeout S] [--health-poll S] [--accept-length A] [--router]
 
 prints ``READY <url>`` once listening; SIGTERM stops it.
 """
@@ -22,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -56,8 +76,23 @@ class FakeSGLang:
         context_length: int = 131072,
         has_ready: bool = True,
         record: Path | None = None,
+        health_check_timeout: float = 20.0,
+        health_poll: float = 1.0,
+        accept_length: float | None = None,
+        router: bool = False,
     ) -> None:
         self.record = record
+        self.health_check_timeout = health_check_timeout
+        self.health_poll = health_poll
+        self.accept_length = accept_length
+        self.router = router
+        self.status = "Up"  # start-up is over once the socket listens
+        self.last_receive = 0.0  # when the "detokenizer" last produced anything
+        self.realtime_tokens = 0
+        self.generation_tokens = 0
+        self.prompt_tokens = 0
+        self.verify_calls = 0.0
+        self._lock = threading.Lock()
         self.rate = rate
         self.tokens = tokens
         self.ttft = ttft
@@ -96,7 +131,70 @@ class FakeSGLang:
             loaded = json.loads(self.control.read_text())
         except (OSError, ValueError):
             return {}
-        return loaded if isinstance(loaded, dict) else {}
+        if not isinstance(loaded, dict):
+            return {}
+        if "pid" in loaded and loaded["pid"] != os.getpid():
+            return {k: v for k, v in loaded.items() if k == "health_generate_delay"}
+        return loaded
+
+    def emitting(self) -> bool:
+        control = self.settings()
+        if control.get("wedged"):
+            return False
+        return time.time() >= float(control.get("stall_until", 0))
+
+    def emit_token(self) -> bool:
+        """One token through the scheduler: waits out a stall; False when the server closes."""
+        while not self.emitting():
+            if self.closing.wait(0.01):
+                return False
+        with self._lock:
+            self.last_receive = time.monotonic()
+            self.realtime_tokens += 1
+        return True
+
+    def finish_request(self, prompt_tokens: int, tokens: int) -> None:
+        """observe_one_finished_request: the per-request counters move only now."""
+        with self._lock:
+            self.prompt_tokens += prompt_tokens
+            self.generation_tokens += tokens
+            if self.accept_length:
+                self.verify_calls += tokens / self.accept_length
+
+    def health_generate(self) -> int:
+        """http_server.health_generate: 200 once any output arrived after the probe began."""
+        if self.status == "Starting":
+            return 503
+        tic = time.monotonic()
+        # the probe's own one-token request; never aborted on timeout, as in SGLang
+        threading.Thread(target=self.emit_token, daemon=True).start()
+        while time.monotonic() < tic + self.health_check_timeout:
+            if self.closing.wait(self.health_poll):
+                return 503
+            if self.last_receive > tic:
+                self.status = "Up"
+                return 200
+        self.status = "UnHealthy"
+        return 503
+
+    def metrics_text(self) -> str:
+        lines = [
+            "# TYPE sglang:realtime_tokens_total counter",
+            f'sglang:realtime_tokens_total{{model_name="{self.served_model}",mode="decode"}} '
+            f"{self.realtime_tokens}",
+            "# TYPE sglang:prompt_tokens_total counter",
+            f'sglang:prompt_tokens_total{{model_name="{self.served_model}"}} {self.prompt_tokens}',
+            "# TYPE sglang:generation_tokens_total counter",
+            f'sglang:generation_tokens_total{{model_name="{self.served_model}"}} '
+            f"{self.generation_tokens}",
+        ]
+        if self.accept_length:
+            lines += [
+                "# TYPE sglang:spec_verify_calls_total counter",
+                f'sglang:spec_verify_calls_total{{model_name="{self.served_model}"}} '
+                f"{self.verify_calls}",
+            ]
+        return "\n".join(lines) + "\n"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -118,28 +216,53 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.fake
         control = fake.settings()
         path = self.path.split("?", 1)[0]
-        live = control.get("ready", True)
-        if path == "/ready" and fake.has_ready:
-            self._json(200 if live else 503, {"status": "ok" if live else "not ready"})
+        if control.get("unresponsive"):
+            self.close_connection = True  # dropped unanswered: the client sees no response
+            return
+        if fake.router:
+            self._router_get(path)
+        elif path == "/ready" and fake.has_ready:
+            up = fake.status == "Up"
+            self._json(200 if up else 503, {"status": "ok" if up else fake.status})
         elif path == "/v1/models":
-            if not live:
-                self._json(503, {"error": "not ready"})
-                return
-            model = {
-                "id": fake.served_model,
-                "object": "model",
-                "max_model_len": fake.context_length,
-            }
-            self._json(200, {"object": "list", "data": [model]})
+            self._json(200, self._models())
         elif path in ("/health", "/health_generate"):
-            delay = float(control.get("health_generate_delay", 0)) if path != "/health" else 0.0
+            delay = float(control.get("health_generate_delay", 0))
             if delay and fake.closing.wait(delay):
                 return
-            self._json(200, {})
+            status = fake.health_generate()
+            self._json(status, {})
+        elif path == "/metrics":
+            data = fake.metrics_text().encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
         elif path == "/server_info":
             self._json(200, {"version": "0.0.0-fake", "context_length": fake.context_length})
         elif path == "/model_info":
             self._json(200, {"model_path": "fake/model", "reasoning_parser": "glm45"})
+        else:
+            self._json(404, {"error": f"no route {path}"})
+
+    def _models(self) -> dict[str, Any]:
+        fake = self.fake
+        model = {"id": fake.served_model, "object": "model", "max_model_len": fake.context_length}
+        return {"object": "list", "data": [model]}
+
+    def _router_get(self, path: str) -> None:
+        """The routes sglang-router 0.3.2 and smg 1.13.0 answer (probed live): /readiness,
+        /liveness, /workers, /v1/models, /get_server_info (0.3.2's own); 404 on SGLang's /ready,
+        /server_info and /model_info."""
+        if path in ("/readiness", "/liveness", "/health"):
+            self._json(200, {"status": "ok"})
+        elif path == "/workers":
+            self._json(200, {"workers": [{"url": "http://127.0.0.1:9", "model_id": "glm-fake"}]})
+        elif path == "/v1/models":
+            self._json(200, self._models())
+        elif path == "/get_server_info":
+            self._json(200, {"version": "0.0.0-fake-router"})
         else:
             self._json(404, {"error": f"no route {path}"})
 
@@ -164,6 +287,8 @@ class _Handler(BaseHTTPRequestHandler):
                     wait = start + k / fake.rate - time.perf_counter()
                     if wait > 0 and fake.closing.wait(wait):
                         return
+                if not fake.emit_token():
+                    return
                 delta = {"content": f" t{k}"}
                 self._chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
                 last_sent = time.perf_counter()
@@ -177,6 +302,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._write(b"data: [DONE]\n\n")
             self._write(b"")
             fake.completions += 1
+            fake.finish_request(8, tokens)
             if fake.record is not None and tokens > 1:
                 # what the server really did, for checking what the client measured
                 line = json.dumps({"tokens": tokens, "first": start, "last": last_sent})
@@ -212,6 +338,10 @@ def main() -> None:
     parser.add_argument("--child-pid-file", type=Path)
     parser.add_argument("--no-ready", action="store_true", help="no /ready route (old SGLang)")
     parser.add_argument("--record", type=Path, help="append each response's real send times")
+    parser.add_argument("--health-check-timeout", type=float, default=20.0)
+    parser.add_argument("--health-poll", type=float, default=1.0)
+    parser.add_argument("--accept-length", type=float, default=None)
+    parser.add_argument("--router", action="store_true", help="answer as sglang-router does")
     args = parser.parse_args()
     fake = FakeSGLang(
         port=args.port,
@@ -220,6 +350,10 @@ def main() -> None:
         control=args.control,
         has_ready=not args.no_ready,
         record=args.record,
+        health_check_timeout=args.health_check_timeout,
+        health_poll=args.health_poll,
+        accept_length=args.accept_length,
+        router=args.router,
     )
     if args.child_pid_file is not None:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])

@@ -162,3 +162,25 @@ def test_mostly_cancelled_level_is_flagged() -> None:
 
     assert "3 of 4 requests were cancelled" in render_table([level(1, 3)])
     assert "warning" not in render_table([level(3, 1)])
+
+
+def test_missing_usage_is_warned_and_the_drain_tail_is_outside_the_window() -> None:
+    from solver.serve.bench import RequestRecord, level_warnings, summarize
+
+    # 10 tokens inside the 0..1 s window, 10 more after it (the drain tail)
+    times = tuple(i * 0.1 for i in range(20))
+    record = RequestRecord(0.0, 0.0, 1.9, 20, 10.0, None, False, times)
+    level = summarize("http://127.0.0.1:1", 1, [record], cancelled=0, window=(0.0, 0.95))
+    assert level.total_output_tok_s == pytest.approx(10 / 0.95)
+    assert level.without_usage == 1
+    (warning,) = level_warnings([level])
+    assert "no usage" in warning and "accept length" in warning
+
+
+def test_requests_get_distinct_prompts_unless_asked_not_to() -> None:
+    from solver.serve.bench import _distinct
+
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    first, second = _distinct(messages, 1), _distinct(messages, 2)
+    assert first[1]["content"] != second[1]["content"] and first[1]["content"].endswith("q")
+    assert first[0] == messages[0] and messages[1]["content"] == "q"

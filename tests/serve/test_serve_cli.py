@@ -48,7 +48,7 @@ def test_command_prints_the_pinned_pip_requirements(monkeypatch: pytest.MonkeyPa
     deployment = render(load_recipe("glm52-fp8-mi355x"), [])
     launch.check_installed(deployment, deployment.entry)  # raises on a mismatch
     code, out, _ = invoke("command", "glm52-fp8-mi355x-pd", "--pip")
-    assert code == 0 and any(r.startswith("sglang-router==") for r in out.split())
+    assert code == 0 and "smg==1.13.0" in out.split()
 
 
 def test_command_with_a_breaking_override_fails_with_the_rule() -> None:
@@ -121,6 +121,11 @@ def test_validate_any_command_line() -> None:
     assert "PD prefill" in out and "abbreviation of --tp-size" in out
     assert "1 error(s) against sglang 0.5.23" in err
     code, out, _ = invoke("validate", "--router", "--", "--worker-urls", "http://127.0.0.1:30000")
+    assert code == 0 and "ok: smg 1.13.0" in out
+    code, out, _ = invoke(
+        "validate", "--router", "--router-tool", "sglang-router", "--",
+        "python3", "-m", "sglang_router.launch_router", "--worker-urls", "http://127.0.0.1:30000",
+    )  # fmt: skip
     assert code == 0 and "ok: sglang-router 0.3.2" in out
 
 
@@ -167,12 +172,18 @@ def test_a_command_that_fails_validation_prints_nothing_to_stdout(mode: list[str
     assert lines[-1] == "error: recipe glm52-fp8-mi355x: 1 validation error(s)"
 
 
-def test_command_labels_min_image_as_the_block_fp8_floor_and_prints_the_release_floor() -> None:
+def test_command_prints_the_block_fp8_image_floor_and_the_release_floor() -> None:
     code, out, _ = invoke("command", "glm52-fp8-mi355x")
     assert code == 0
-    assert "oldest acceptable image" not in out
-    assert "# oldest image with the gfx950 Block-FP8 fix: " in out
+    assert "# gfx950 Block-FP8 image floor: SGLang >= 0.5.15" in out
     assert "# needs SGLang >= 0.5.14 for --enable-prefill-cp (0.5.14), --cp-strategy" in out
     code, out, _ = invoke("command", "glm53-flash-mxfp4-mi355x", "--json")
     payload = json.loads(out)
     assert payload["min_sglang_version"] == "0.5.20"
+
+
+def test_command_json_names_the_gfx950_floor_only_for_gfx950() -> None:
+    _, out, _ = invoke("command", "glm52-fp8-mi355x", "--json")
+    assert "0.5.15" in json.loads(out)["gfx950_image_floor"]
+    _, out, _ = invoke("command", "glm52-fp8-h200", "--json")
+    assert json.loads(out)["gfx950_image_floor"] is None

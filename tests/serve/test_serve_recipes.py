@@ -143,12 +143,28 @@ def test_cross_flag_rules() -> None:
         "--tp-size 8 --attn-cp-size 8 --enable-prefill-cp --disaggregation-mode decode"
     )
     assert rules("--speculative-algorithm EAGEL") == ["speculative-algorithm"]
-    assert rules(
+    assert rules("--tool-call-parser glm45", model="zai-org/GLM-5.2-FP8") == ["glm-tool-parser"]
+
+
+def test_what_sglang_adjusts_with_a_warning_is_a_warning_here() -> None:
+    def warnings(args: str) -> list[str]:
+        found = validate_args(args.split(), "0.5.23")
+        assert errors_of(found) == []  # SGLang starts with these
+        return [f.rule for f in found if f.severity == "warning"]
+
+    # EAGLE top-k 1: SGLang resets draft tokens to steps + 1 and logs it
+    assert warnings(
         "--speculative-algorithm EAGLE --speculative-num-steps 5 "
         "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
     ) == ["eagle-draft-tokens"]
-    assert rules("--tool-call-parser glm45", model="zai-org/GLM-5.2-FP8") == ["glm-tool-parser"]
-    assert rules("--tp-size 8 --cp-strategy zigzag") == ["zigzag-needs-deepep"]
+    # zigzag: SGLang switches the MoE all-to-all backend and the EP size itself
+    assert warnings("--tp-size 8 --cp-strategy zigzag") == ["zigzag-adjusts-moe"]
+    assert warnings("--tp-size 8 --cp-strategy zigzag --moe-a2a-backend deepep --ep-size 8") == []
+    # DSA backends without a KV dtype: the precision would follow the platform default
+    assert warnings("--dsa-prefill-backend tilelang --dsa-decode-backend tilelang") == [
+        "dsa-kv-cache-dtype"
+    ]
+    assert warnings("--dsa-decode-backend tilelang --kv-cache-dtype bf16") == []
 
 
 def test_flags_of_older_tables_get_a_fix() -> None:
@@ -194,19 +210,50 @@ def test_speculative_algorithm_names_per_version() -> None:
     (uno,) = errors_of(validate_args(["--speculative-algorithm", "UNO"], "0.5.19"))
     assert uno.rule == "speculative-algorithm" and "0.5.19" in uno.message
     # the draft-token rule applies to the upper-cased name
-    assert rules(
-        "--speculative-algorithm nextn --speculative-num-steps 5 "
-        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4",
+    found = validate_args(
+        [
+            "--speculative-algorithm",
+            "nextn",
+            "--speculative-num-steps",
+            "5",
+            "--speculative-eagle-topk",
+            "1",
+            "--speculative-num-draft-tokens",
+            "4",
+        ],
         "0.5.23",
-    ) == ["eagle-draft-tokens"]
+    )
+    assert [f.rule for f in found] == ["eagle-draft-tokens"]
 
 
-def test_old_rocm_image_is_rejected_for_gfx950() -> None:
-    recipe = load("glm52-fp8-mi355x")
-    old = recipe.model_copy(update={"image": "lmsysorg/sglang-rocm:v0.5.13-rocm720-mi35x-20260601"})
+@pytest.mark.parametrize(
+    ("image", "why"),
+    [
+        ("lmsysorg/sglang-rocm:v0.5.13-rocm720-mi35x-20260601", "SGLang 0.5.13"),
+        # the image PR #28471 measured GSM8K 0.000 on
+        ("lmsysorg/sglang-rocm:v0.5.13.post1-rocm720-mi35x-20260618", "built 20260618"),
+        # dated after the kernel fix, but without SGLang's own fix (first in 0.5.15)
+        ("lmsysorg/sglang-rocm:v0.5.14-rocm720-mi35x-20260630", "SGLang 0.5.14"),
+        ("lmsysorg/sglang-rocm:v0.5.19-rocm700-mi35x-20260910", "ROCm 700"),
+    ],
+)
+def test_images_without_both_block_fp8_fixes_are_rejected_for_gfx950(image: str, why: str) -> None:
+    old = load("glm52-fp8-mi355x").model_copy(update={"image": image})
     errors = errors_of(validate_deployment(render(old)))
     assert [e.rule for e in errors] == ["gfx950-block-fp8"]
-    assert "28685" in errors[0].message
+    assert "28685" in errors[0].message and why in errors[0].message
+    assert "0.5.15" in errors[0].message and "8639" in errors[0].message
+
+
+def test_an_image_with_both_fixes_passes_and_an_unreadable_tag_warns() -> None:
+    good = load("glm52-fp8-mi355x").model_copy(
+        update={"image": "lmsysorg/sglang-rocm:v0.5.15-rocm720-mi35x-20260714"}
+    )
+    assert errors_of(validate_deployment(render(good))) == []
+    custom = load("glm52-fp8-mi355x").model_copy(update={"image": "localhost/my-build:latest"})
+    found = validate_deployment(render(custom))
+    assert errors_of(found) == []
+    assert "gfx950-block-fp8" in [f.rule for f in found if f.severity == "warning"]
 
 
 def test_set_overrides() -> None:
@@ -253,13 +300,39 @@ def test_unknown_recipe_and_bad_recipe_file() -> None:
         )
 
 
-def test_gfx950_recipes_name_the_first_fixed_image() -> None:
+def test_every_recipe_sets_the_health_check_timeout_below_the_supervisors_deep_probe() -> None:
+    from solver.serve.launch import plan_recipe
+
     for name in recipe_names():
-        recipe = load(name)
-        if recipe.gpu_arch == "gfx950":
-            assert recipe.min_image == "lmsysorg/sglang-rocm:v0.5.13.post1-rocm720-mi35x-20260618"
-    recipe = load("glm52-fp8-mi355x").model_copy(update={"min_image": None})
-    assert [e.rule for e in errors_of(validate_deployment(render(recipe)))] == ["gfx950-min-image"]
+        deployment = render(load(name))
+        for process in deployment.processes:
+            if process.role == "router":
+                continue
+            assert "SGLANG_HEALTH_CHECK_TIMEOUT" in process.env, (name, process.label)
+            plan = plan_recipe(deployment, process, check_version=False)
+            policy = plan.policy(None)
+            assert policy.health_check_timeout == float(process.env["SGLANG_HEALTH_CHECK_TIMEOUT"])
+            assert policy.deep_timeout > policy.health_check_timeout
+            # the hang window is the server's own watchdog
+            watchdog = process.argv[process.argv.index("--watchdog-timeout") + 1]
+            assert policy.hang_after == float(watchdog)
+
+
+def test_glm_recipes_accept_the_solvers_thinking_budget_processor() -> None:
+    for name in recipe_names():
+        for process in render(load(name)).processes:
+            if process.role != "router":
+                assert "--enable-custom-logit-processor" in process.argv, (name, process.label)
+
+
+def test_routers_outlast_the_longest_stream() -> None:
+    # 262144 output tokens at 30 tok/s per user, the slow end the recipes serve
+    longest = 262144 / 30
+    for name in recipe_names():
+        for process in render(load(name)).processes:
+            if process.role == "router":
+                timeout = float(process.argv[process.argv.index("--request-timeout-secs") + 1])
+                assert timeout > longest, name
 
 
 def test_removed_environment_variable_is_flagged() -> None:
@@ -289,15 +362,14 @@ def test_set_model_points_every_process_at_a_local_copy() -> None:
         (
             "glm52-fp8-mi355x",
             ["enable-prefill-cp=false", "cp-strategy=false"],
-            "0.5.13.post1",
-            "--dsa-prefill-backend (0.5.13.post1)",
+            "0.5.13",
+            "--dsa-prefill-backend (0.5.13)",
         ),
     ],
 )
 def test_the_release_floor_follows_the_features_the_argv_uses(
     name: str, overrides: list[str], floor: str, needs: str
 ) -> None:
-    # min_image (the Block-FP8 fix) is older than these flags: it is not the recipe's floor
     from solver.serve.minimums import minimum_sglang
 
     found = minimum_sglang(render(load(name), overrides))
@@ -310,8 +382,28 @@ def test_a_pin_older_than_the_release_floor_is_an_error() -> None:
     deployment = render(load("glm52-fp8-mi355x"))
     assert floor_findings(deployment) == []
     old = dataclasses.replace(
-        deployment, recipe=deployment.recipe.model_copy(update={"sglang_version": "0.5.13.post1"})
+        deployment, recipe=deployment.recipe.model_copy(update={"sglang_version": "0.5.13"})
     )
     (finding,) = floor_findings(old)
     assert finding.severity == "error" and finding.rule == "sglang-too-old"
     assert "--enable-prefill-cp" in finding.message and "pin 0.5.14" in finding.message
+
+
+def test_the_router_lines_parse_on_smg_and_on_sglang_router_alike() -> None:
+    # the evaluation behind choosing smg: both recipe router lines pass both parsers unchanged
+    for name in ("glm52-fp8-mi355x-pd", "glm52-fp8-h200-multinode"):
+        deployment = render(load(name))
+        (router,) = [p for p in deployment.processes if p.role == "router"]
+        assert router.argv[: router.launcher_len] == ("python3", "-m", "smg.launch_router")
+        args = list(router.argv[router.launcher_len :])
+        assert errors_of(validate_args(args, "1.13.0", tool="smg")) == []
+        assert errors_of(validate_args(args, "0.3.2", tool="sglang-router")) == []
+
+
+def test_the_redundant_top_k_switch_on_rocm_is_flagged() -> None:
+    recipe = load("glm52-fp8-mi355x")
+    extra = [*recipe.env, {"name": "SGLANG_OPT_USE_TOPK_V2", "value": "false", "why": "x" * 3}]
+    patched = type(recipe).model_validate(recipe.model_dump(by_alias=True) | {"env": extra})
+    found = validate_deployment(render(patched))
+    assert errors_of(found) == []
+    assert "redundant-env" in [f.rule for f in found]

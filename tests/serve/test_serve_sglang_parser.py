@@ -70,7 +70,7 @@ def _installed_version() -> str:
 
 def test_committed_table_matches_a_fresh_dump(tmp_path: Path) -> None:
     version = _installed_version()
-    generator = ROOT / "serve" / "generate_option_table.py"
+    generator = ROOT / "solver" / "serve" / "generate_option_table.py"
     _run(generator.read_text(), "", "--out", str(tmp_path))
     fresh = json.loads((tmp_path / f"sglang-{version}.json").read_text())
     committed = load_table(version)

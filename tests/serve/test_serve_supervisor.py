@@ -1,4 +1,5 @@
-"""The supervisor against a real server process (tests/serve/fake_sglang.py run as a child)."""
+"""The supervisor against a real server process (tests/serve/fake_sglang.py run as a child,
+with SGLang 0.5.23's health state machine: deep probes set the status, /ready follows it)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
+import httpx
 import pytest
 
-from solver.serve.supervisor import Event, Policy, Supervisor
+from solver.serve.supervisor import Event, Kind, Policy, Supervisor
 
 FAST = Policy(
     startup_timeout=60,
@@ -97,7 +99,10 @@ def start(control: Path) -> Iterator[Callable[..., Running]]:
     running: list[Running] = []
 
     def make(
-        *extra: str, policy: Policy = FAST, on_event: Callable[[Event], None] | None = None
+        *extra: str,
+        policy: Policy = FAST,
+        on_event: Callable[[Event], None] | None = None,
+        kind: Kind = "server",
     ) -> Running:
         port = free_port()
         argv = fake_argv(port, "--control", str(control), *extra)
@@ -107,6 +112,7 @@ def start(control: Path) -> Iterator[Callable[..., Running]]:
             env={"PYTHONPATH": str(ROOT)},
             policy=policy,
             on_event=on_event,
+            kind=kind,
         )
         run = Running(sup)
         running.append(run)
@@ -138,7 +144,7 @@ def test_failing_liveness_restarts(start: Callable[..., Running], control: Path)
     run = start(on_event=heal)
     wait_for(lambda: run.count("ready") == 1, "first readiness")
     first = run.supervisor.pid
-    control.write_text(json.dumps({"ready": False}))
+    control.write_text(json.dumps({"unresponsive": True}))
     wait_for(lambda: run.count("ready") == 2, "readiness after the liveness restart")
     kinds = run.kinds()
     assert kinds.index("unresponsive") < kinds.index("restarting")
@@ -148,9 +154,9 @@ def test_failing_liveness_restarts(start: Callable[..., Running], control: Path)
 
 def test_slow_deep_health_does_not_restart(start: Callable[..., Running], control: Path) -> None:
     control.write_text(json.dumps({"health_generate_delay": 30}))
-    policy = replace(FAST, deep_interval=0.05, deep_timeout=0.2)
+    policy = replace(FAST, deep_interval=0.05, health_check_timeout=0.1, deep_margin=0.1)
     run = start(policy=policy)
-    wait_for(lambda: run.count("deep-slow") >= 3, "three slow deep probes")
+    wait_for(lambda: run.count("deep-failed") >= 3, "three failed deep probes")
     assert run.supervisor.restarts == 0
     assert "unresponsive" not in run.kinds() and "restarting" not in run.kinds()
 
@@ -264,7 +270,7 @@ def test_server_without_deep_probe_is_logged_once(tmp_path: Path) -> None:
         try:
             wait_for(lambda: run.count("deep-unsupported") == 1, "the deep probe to give up")
             time.sleep(0.3)  # several more deep intervals pass: still one event, no restart
-            assert run.count("deep-unsupported") == 1 and run.count("deep-slow") == 0
+            assert run.count("deep-unsupported") == 1 and run.count("deep-failed") == 0
             assert sup.restarts == 0
         finally:
             run.stop()
@@ -286,3 +292,130 @@ def test_a_healthy_spell_resets_backoff_and_the_give_up_count(
     assert len(restarts) == 3
     assert {e.detail["backoff_s"] for e in restarts} == {FAST.backoff_initial}
     assert "gave-up" not in run.kinds()
+
+
+class Stream:
+    """One streaming chat request in a thread: the load a restart would cut."""
+
+    def __init__(self, url: str, tokens: int) -> None:
+        self.url, self.tokens = url, tokens
+        self.received = 0
+        self.error: str | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        body = {"model": "glm-fake", "stream": True, "max_tokens": self.tokens, "messages": []}
+        try:
+            with httpx.stream(
+                "POST", self.url + "/v1/chat/completions", json=body, timeout=60
+            ) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: {") and '"content"' in line:
+                        self.received += 1
+        except httpx.HTTPError as exc:
+            self.error = type(exc).__name__
+        finally:
+            self.done.set()
+
+
+def after(run: Running, first: str, then: str) -> bool:
+    kinds = run.kinds()
+    return first in kinds and then in kinds[kinds.index(first) + 1 :]
+
+
+def test_an_output_stall_under_load_never_restarts(
+    start: Callable[..., Running], control: Path
+) -> None:
+    # SGLang 0.5.20+: the stalled deep probe sets the status UnHealthy and /ready answers 503
+    # until a later probe succeeds; the old supervisor restarted the server there
+    policy = replace(
+        FAST, deep_interval=0.2, deep_retry_interval=0.2, health_check_timeout=1,
+        deep_margin=1, hang_after=8,
+    )  # fmt: skip
+    run = start(
+        "--rate", "50", "--health-check-timeout", "1", "--health-poll", "0.1", policy=policy
+    )
+    wait_for(lambda: run.count("ready") == 1, "readiness")
+    stream = Stream(run.supervisor.base_url, tokens=300)
+    wait_for(lambda: stream.received > 20, "the stream to flow")
+    control.write_text(json.dumps({"stall_until": time.time() + 4}))
+    wait_for(lambda: run.count("deep-failed") >= 1, "a deep probe inside the stall")
+    wait_for(lambda: run.count("not-up") >= 1, "/ready to follow the failed probe")
+    wait_for(stream.done.is_set, "the stream to finish")
+    wait_for(lambda: after(run, "deep-failed", "up-again"), "the status to be Up again")
+    assert stream.error is None and stream.received == 300
+    assert run.supervisor.restarts == 0
+    assert not {"unresponsive", "wedged", "restarting"} & set(run.kinds())
+
+
+def test_a_busy_server_whose_deep_probes_fail_is_not_wedged(
+    start: Callable[..., Running], control: Path
+) -> None:
+    # deep probes never answer in time, but the token counters keep moving: busy, not hung
+    control.write_text(json.dumps({"health_generate_delay": 30}))
+    policy = replace(
+        FAST, deep_interval=0.1, deep_retry_interval=0.1, health_check_timeout=0.1,
+        deep_margin=0.1, hang_after=0.5,
+    )  # fmt: skip
+    run = start("--rate", "100", policy=policy)
+    wait_for(lambda: run.count("ready") == 1, "readiness")
+    stream = Stream(run.supervisor.base_url, tokens=1500)
+    wait_for(lambda: run.count("deep-busy") >= 2, "two busy verdicts")
+    assert run.supervisor.restarts == 0 and "wedged" not in run.kinds()
+    busy = next(e for e in run.supervisor.events if e.kind == "deep-busy")
+    assert busy.detail["tokens"] > 0
+    assert not stream.done.is_set() or stream.error is None
+
+
+def test_a_wedged_scheduler_is_restarted_once(start: Callable[..., Running], control: Path) -> None:
+    policy = replace(
+        FAST, deep_interval=0.2, deep_retry_interval=0.1, health_check_timeout=0.5,
+        deep_margin=0.5, hang_after=1.5,
+    )  # fmt: skip
+    run = start("--health-check-timeout", "0.5", "--health-poll", "0.1", policy=policy)
+    wait_for(lambda: run.count("ready") == 1, "first readiness")
+    first = run.supervisor.pid
+    assert first is not None
+    # only this process wedges: its restart comes up healthy
+    control.write_text(json.dumps({"pid": first, "wedged": True}))
+    wait_for(lambda: run.count("ready") == 2, "readiness after the restart")
+    wait_for(lambda: after(run, "restarting", "deep-ok"), "a good deep probe of the new server")
+    kinds = run.kinds()
+    assert kinds.index("deep-failed") < kinds.index("wedged") < kinds.index("restarting")
+    wedged = next(e for e in run.supervisor.events if e.kind == "wedged")
+    assert wedged.detail["counters"] == "frozen" and wedged.detail["pid"] == first
+    assert wedged.detail["failing_for_s"] >= policy.hang_after
+    assert run.supervisor.restarts == 1 and "unresponsive" not in kinds
+    assert not alive(first)
+
+
+def test_a_router_is_supervised_through_its_own_endpoints(start: Callable[..., Running]) -> None:
+    run = start("--router", policy=replace(FAST, deep_interval=0.05), kind="router")
+    wait_for(lambda: run.count("ready") == 1, "router readiness")
+    ready = next(e for e in run.supervisor.events if e.kind == "ready")
+    assert ready.detail["readiness"] == "/readiness"
+    assert ready.detail["version"] == "0.0.0-fake-router"  # from /get_server_info
+    pid = run.supervisor.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: run.count("ready") == 2, "router readiness after restart")
+    # a router's /health_generate would only test some worker: no deep probe of its own
+    assert not [k for k in run.kinds() if k.startswith("deep-")]
+    assert "unresponsive" not in run.kinds()
+
+
+def test_token_progress_prefers_the_per_iteration_counter() -> None:
+    from solver.serve.metrics import parse_counters, token_progress
+
+    page = (
+        "# TYPE sglang:realtime_tokens_total counter\n"
+        'sglang:realtime_tokens_total{mode="decode",tp_rank="0"} 70\n'
+        'sglang:realtime_tokens_total{mode="prefill_compute",tp_rank="0"} 30\n'
+        'sglang:generation_tokens_total{is_streaming="true"} 5\n'
+    )
+    assert token_progress(parse_counters(page)) == 100
+    # an older server: only the per-finished-request counters
+    assert token_progress(parse_counters('sglang:generation_tokens_total{a="b"} 5\n')) == 5
+    assert token_progress(parse_counters("other_metric 1\n")) is None
+    assert token_progress(None) is None
