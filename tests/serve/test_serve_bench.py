@@ -91,7 +91,9 @@ def test_two_endpoints_side_by_side_ratio(tmp_path: Path) -> None:
         results = run_bench([slow, fast], items, options)
     assert [r.endpoint for r in results] == [slow, fast]
     (ratio,) = summary_json(results, options)["ratios_second_over_first"]
-    assert abs(ratio["p90_per_user_tok_s"] - 2.0) < 0.1
+    # The stand-ins pace tokens at 100 and 200 tok/s; a loaded machine stretches the slow
+    # tail a little, so the check is for the right ratio, not a stopwatch.
+    assert abs(ratio["p90_per_user_tok_s"] - 2.0) < 0.25
     assert 1.3 < ratio["total_output_tok_s"] < 2.2
 
 
