@@ -64,7 +64,8 @@ SET_CASES: dict[str, tuple[str, bytes | None, str]] = {
     "CSV missing its statement column": (
         "nostatement.csv",
         b"id,question_text\np1,Prove it.\n",
-        "no statement column 'statement' (generic format); columns found: 'id', 'question_text'",
+        "no statement column 'statement' (nor 'problem', 'question', 'prompt') (generic "
+        "format); columns found: 'id', 'question_text'; name it with --map statement=<column>",
     ),
     "set row with empty statement": (
         "blank.csv",
