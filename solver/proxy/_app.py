@@ -24,7 +24,6 @@ from starlette.types import Receive, Scope, Send
 
 from solver.llm.codec import encode_request
 
-from ._anthropic_in import parse_messages
 from ._config import ProxyConfig, ProxyConfigError, is_loopback
 from ._exchange import Exchange, started_at
 from ._fronts import ANTHROPIC, CHAT, RESPONSES, Front
@@ -34,6 +33,7 @@ from ._telemetry import RequestRecord
 from ._upstream import headers as upstream_headers
 from ._upstream import upstream_request
 from ._wire import dumps, uuid7
+from .fronts.anthropic import parse_messages
 
 
 def _headers(scope: Scope) -> dict[str, str]:

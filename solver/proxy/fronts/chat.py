@@ -22,7 +22,7 @@ from solver.llm.events import (
     Usage,
 )
 
-from ._parse import (
+from .._parse import (
     DEFAULT_MAX_TOKENS,
     FrontRequest,
     arguments_text,
@@ -41,8 +41,8 @@ from ._parse import (
     text_parts,
     tool_spec,
 )
-from ._turn import Block, TurnEnd, TurnFailure
-from ._wire import DONE, KEEPALIVE_COMMENT, dumps, json_bytes, json_str, sse_data
+from .._turn import Block, TurnEnd, TurnFailure
+from .._wire import DONE, KEEPALIVE_COMMENT, dumps, json_bytes, json_str, sse_data
 
 # ------------------------------------------------------------------ request
 
