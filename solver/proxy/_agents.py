@@ -30,6 +30,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from solver._util.fs import write_atomic
+
 from ._config import ProxyConfigError
 
 PROVIDER_ID = "olympiad-proxy"
@@ -102,29 +104,14 @@ def _line_end(text: str) -> str:
 
 
 def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """The project's one atomic write, through a symlink to its target, keeping ``mode``."""
     path = _target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        fd = os.open(
-            tmp,
-            os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
-            0o600 if mode is None else mode,
-        )
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data, mode=0o600 if mode is None else mode)
+        if mode is not None and path.stat().st_mode & 0o7777 != mode:
+            os.chmod(path, mode)  # the umask narrowed it
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise ProxyConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
 
