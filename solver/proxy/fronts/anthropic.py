@@ -306,8 +306,8 @@ _BROKEN_STREAM = {
 
 def stream_error_type(failure: TurnFailure) -> str:
     """The ``error.type`` of an in-stream failure: a broken or truncated upstream stream is an
-    ``api_error`` (E07, E19, E32); silence and overload are ``overloaded_error``, which Claude
-    Code retries (E09, E37); a 4xx keeps its own type."""
+    ``api_error``; silence and overload are ``overloaded_error``, which Claude
+    Code retries; a 4xx keeps its own type."""
     if failure.status == 429:
         return "rate_limit_error"
     if failure.kind in _BROKEN_STREAM:
@@ -322,7 +322,7 @@ def error_body(status: int, message: str) -> dict[str, Any]:
 
 
 def anthropic_usage(usage: Usage) -> dict[str, int]:
-    """b.4: Anthropic ``input_tokens`` excludes cache reads; canonical input includes them."""
+    """Anthropic ``input_tokens`` excludes cache reads; canonical input includes them."""
     return {
         "input_tokens": max(usage.input_tokens - usage.cached_tokens, 0),
         "output_tokens": usage.output_tokens,
@@ -340,8 +340,8 @@ _DELTA_HEAD = {
 
 def stop_fields(end: TurnEnd, stops: tuple[str, ...]) -> tuple[str, str | None]:
     """``stop_reason`` and ``stop_sequence``: a plain stop becomes ``stop_sequence`` only when
-    the upstream named the string it matched and the client asked for that string (research
-    b.4); an end-of-turn token the server matched on its own stays ``end_turn``."""
+    the upstream named the string it matched and the client asked for that string; an
+    end-of-turn token the server matched on its own stays ``end_turn``."""
     if end.reason == "stop" and end.stop_sequence is not None and end.stop_sequence in stops:
         return "stop_sequence", end.stop_sequence
     return STOP_REASON[end.reason], None
@@ -471,7 +471,7 @@ def render_message(
 
 
 def tool_input(arguments: str) -> Any:
-    """Parse tool arguments once at the end (research b.2); text that is not a JSON object is
+    """Parse tool arguments once at the end; text that is not a JSON object is
     kept under ``_raw`` so nothing the model produced is lost silently."""
     try:
         value = json.loads(arguments) if arguments else {}

@@ -1,9 +1,9 @@
 """OpenAI Chat Completions front: request body -> canonical request, blocks -> chunks / JSON.
 
-Stream shape (research e.1 "Chat"): the first chunk announces ``role:"assistant"``; reasoning goes
+Stream shape: the first chunk announces ``role:"assistant"``; reasoning goes
 out as ``delta.reasoning_content``; one separate finish chunk with ``delta:{}``; a ``choices:[]``
 usage chunk when ``stream_options.include_usage`` is set; then ``[DONE]``. A failure ends with an
-``{"error":...}`` chunk and no ``[DONE]`` (E37).
+``{"error":...}`` chunk and no ``[DONE]``.
 """
 
 from __future__ import annotations

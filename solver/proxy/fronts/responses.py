@@ -355,7 +355,7 @@ def parse_responses(body: bytes, headers: dict[str, str]) -> FrontRequest:
 
 
 def responses_usage(usage: Usage) -> dict[str, Any]:
-    """b.4: Responses ``input_tokens`` includes cached tokens, like the canonical value."""
+    """Responses ``input_tokens`` includes cached tokens, like the canonical value."""
     return {
         "input_tokens": usage.input_tokens,
         "input_tokens_details": {"cached_tokens": usage.cached_tokens},
