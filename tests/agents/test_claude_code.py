@@ -59,7 +59,12 @@ def _configure(home: Path, proxy: ProxyServer) -> dict[str, Any]:
 
 
 def _claude(
-    binary: Path, home: Path, prompt: str, *extra: str, env: dict[str, str] | None = None
+    binary: Path,
+    home: Path,
+    prompt: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 180,
 ) -> list[dict[str, Any]]:
     done = subprocess.run(
         [str(binary), "-p", prompt, "--output-format", "stream-json", "--verbose", *extra],
@@ -67,7 +72,7 @@ def _claude(
         env={**base_env(home), **OFFLINE, **(env or {})},
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
         check=False,
     )
     events = jsonl(done.stdout)
@@ -142,7 +147,9 @@ def _slow(binary: Path, home: Path, stall: float, idle_ms: int, keepalive: float
             "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(idle_ms),
             "CLAUDE_BYTE_STREAM_IDLE_TIMEOUT_MS": str(idle_ms),
         }
-        events = _claude(binary, home, f"SLOW {stall}: take your time", env=env)
+        events = _claude(
+            binary, home, f"SLOW {stall}: take your time", env=env, timeout=stall + 120
+        )
         pings = proxy.state.metrics.pings
     assert stall * 1000 > idle_ms
     assert _result(events)["result"] == "slow but whole"
@@ -161,5 +168,6 @@ def test_slow_upstream_outlasts_a_shorter_client_idle_timeout(
 
 
 @pytest.mark.long
+@pytest.mark.timeout(600)
 def test_a_pause_past_claude_codes_idle_floor(claude_bin: Path, agent_home: Path) -> None:
     _slow(claude_bin, agent_home, 320.0, 300_000, keepalive=15.0)
