@@ -56,8 +56,9 @@ def _as_user_text(messages: tuple[Message, ...]) -> tuple[Message, ...]:
     return tuple(out)
 
 
-def for_upstream(request: Request, api: Api) -> tuple[Request, list[str]]:
-    """``request`` as an ``api`` upstream takes it, and the case recorded when it changed."""
+def for_upstream(request: Request, api: Api, cases: list[str]) -> Request:
+    """``request`` as an ``api`` upstream takes it; a change is noted in ``cases``."""
     if api != "chat" or not has_mid_system(request):
-        return request, []
-    return replace(request, messages=_as_user_text(request.messages)), ["system_mid_as_user"]
+        return request
+    cases.append("system_mid_as_user")
+    return replace(request, messages=_as_user_text(request.messages))

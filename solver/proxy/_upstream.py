@@ -69,8 +69,7 @@ def upstream_request(
     if provider.upstream_model:
         changes["model"] = provider.upstream_model
     request = replace(request, **changes)  # type: ignore[arg-type]
-    request, placed = _system.for_upstream(request, provider.api)
-    cases += placed
+    request = _system.for_upstream(request, provider.api, cases)
     request, ids_changed = _toolids.for_upstream(request, provider.api == "anthropic")
     if ids_changed:
         cases.append("b2_tool_ids_mapped")

@@ -115,10 +115,6 @@ class _History:
             self._flush()
         self._results.append(part)
 
-    def note(self, case: str) -> None:
-        if case not in self.cases:  # once per request, however many items or tools
-            self.cases.append(case)
-
     def other(self, message: Message) -> None:
         self._flush()
         if message.parts:
@@ -195,12 +191,12 @@ def _item(history: _History, tools: _Tools, raw: Any, where: str) -> None:
         call_id = raw.get("call_id")
         if not isinstance(call_id, str) or not call_id:
             # an orphan output must not become tool_call_id ""
-            history.note("E50_orphan_output")
+            history.cases.append("E50_orphan_output")
             history.other(Message.text("user", output))
         else:
             history.result(ToolResultPart(tool_call_id=call_id, content=output))
     else:
-        history.note(f"E50_item_{kind}_dropped"[:60])
+        history.cases.append(f"E50_item_{kind}_dropped"[:60])
 
 
 _CUSTOM_SCHEMA = {
@@ -247,7 +243,8 @@ class _Tools:
                 self.add(tool, f"{where}.tools[{i}]", inner)
             return
         if kind not in ("function", "custom"):
-            self._history.note(f"E50_tool_{kind}_unsupported"[:60])
+            # the row keeps each code once, however many tools of the kind came
+            self._history.cases.append(f"E50_tool_{kind}_unsupported"[:60])
             return
         name = get_str(raw, "name", where)
         full = qualified(namespace, name)
