@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: demo test install install-test local lint typecheck pytest browser clean
+.PHONY: demo test install install-test local lint typecheck pytest browser agent-clis clean
 
 $(BIN)/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -56,7 +56,13 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: the HTML report test will be skipped"; }
 
-pytest: install-test browser
+# The real Claude Code and Codex for tests/agents: Node from Debian where missing, the npm
+# releases pinned in tests/agents/clis.py, cached by version under ~/.cache/olympiad-solver/npm.
+# Without the npm registry it says so; those tests then skip, or fail under CI.
+agent-clis: install-test
+	$(PY) -m tests.agents.clis install
+
+pytest: install-test browser agent-clis
 	$(BIN)/solver local install
 	$(PY) -m pytest -q; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc

@@ -256,19 +256,51 @@ def _agent_options(command: Callable[P, R]) -> Callable[P, R]:
                 help="The client's stream idle timeout; above the "
                 "proxy's first-byte budget so the proxy decides first.",
             ),
-            click.option("--dry-run", is_flag=True, help="Show the diff, write nothing."),
-            click.option("--restore", is_flag=True, help="Put the backup back."),
+            click.option(
+                "--dry-run",
+                is_flag=True,
+                help="Show the diff, write nothing (with --restore: what restoring would do).",
+            ),
+            click.option(
+                "--restore",
+                is_flag=True,
+                help="Put the original back; refused when "
+                "the file was edited since, unless --force.",
+            ),
+            click.option(
+                "--force",
+                is_flag=True,
+                help="With --restore: restore even over edits made after config wrote the file.",
+            ),
+            click.option(
+                "--token-env",
+                default="",
+                help="Variable holding the proxy token, "
+                "for a proxy that needs one (its name goes into the file, never the "
+                "token).",
+            ),
         ]
     ):
         command = option(command)
     return command
 
 
-def _run_change(path: Path, make: Callable[[], object], dry_run: bool, restore: bool) -> None:
-    from solver.proxy import Change, apply_change, restore_file
+def _run_change(
+    path: Path, make: Callable[[], object], dry_run: bool, restore: bool, force: bool
+) -> None:
+    from solver.proxy import Change, apply_change, plan_restore, restore_file
 
+    if force and not restore:
+        raise click.UsageError("--force goes with --restore")
     if restore:
-        click.echo(restore_file(path))
+        if dry_run:
+            plan = plan_restore(path)
+            click.echo(plan.describe())
+            if plan.edited:
+                click.echo(f"{path} was edited after config wrote it (--force needed):")
+                click.echo(plan.edited, nl=False)
+            return
+        click.echo(restore_file(path, force=force))
         return
     change = make()
     assert isinstance(change, Change)
@@ -290,13 +322,27 @@ def _run_change(path: Path, make: Callable[[], object], dry_run: bool, restore: 
 @reports_errors
 @_config_errors
 def claude_command(
-    proxy_url: str, idle_timeout_ms: int, dry_run: bool, restore: bool, settings_path: Path | None
+    proxy_url: str,
+    idle_timeout_ms: int,
+    dry_run: bool,
+    restore: bool,
+    force: bool,
+    token_env: str,
+    settings_path: Path | None,
 ) -> None:
-    """Set ANTHROPIC_BASE_URL, CLAUDE_STREAM_IDLE_TIMEOUT_MS and no non-streaming fallback."""
+    """Set ANTHROPIC_BASE_URL, a credential Claude Code accepts (a placeholder token, or an
+    apiKeyHelper printing --token-env), CLAUDE_STREAM_IDLE_TIMEOUT_MS and no non-streaming
+    fallback."""
     from solver.proxy import claude_change
 
     path = settings_path or Path.home() / ".claude" / "settings.json"
-    _run_change(path, lambda: claude_change(path, proxy_url, idle_timeout_ms), dry_run, restore)
+    _run_change(
+        path,
+        lambda: claude_change(path, proxy_url, idle_timeout_ms, token_env),
+        dry_run,
+        restore,
+        force,
+    )
 
 
 @config_agents.command("codex")
@@ -304,8 +350,6 @@ def claude_command(
 @click.option("--codex-config", "codex_path", type=click.Path(path_type=Path), default=None,
               help="Codex config file [~/.codex/config.toml].")  # fmt: skip
 @click.option("--model", default="", help="Also set Codex's model name.")
-@click.option("--token-env", default="", help="Variable holding the proxy token, for a proxy "
-              "that needs one (its name goes into the file, never the token).")  # fmt: skip
 @reports_errors
 @_config_errors
 def codex_command(
@@ -313,9 +357,10 @@ def codex_command(
     idle_timeout_ms: int,
     dry_run: bool,
     restore: bool,
+    force: bool,
+    token_env: str,
     codex_path: Path | None,
     model: str,
-    token_env: str,
 ) -> None:
     """Add a Responses provider for the proxy (wire_api = "responses") and select it."""
     from solver.proxy import codex_change
@@ -326,4 +371,5 @@ def codex_command(
         lambda: codex_change(path, proxy_url, idle_timeout_ms, model, token_env),
         dry_run,
         restore,
+        force,
     )

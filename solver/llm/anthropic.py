@@ -67,8 +67,13 @@ def _messages(messages: tuple[Message, ...]) -> tuple[str, list[dict[str, Any]]]
     system: list[str] = []
     out: list[dict[str, Any]] = []
     for message in messages:
-        if message.role == "system":
+        if message.role == "system" and not out:
             system.append(message.plain_text())
+            continue
+        if message.role == "system":
+            # later system messages stay in place (the mid-conversation-system beta)
+            text = {"type": "text", "text": message.plain_text()}
+            out.append({"role": "system", "content": [text]})
             continue
         role = "assistant" if message.role == "assistant" else "user"
         blocks = [b for b in (_block(p) for p in message.parts) if b is not None]

@@ -10,11 +10,12 @@ Public API::
     ProxyServer(config)                         # context manager: a thread, .url, .state
     summarise(telemetry_path) -> list[dict]     # `solver proxy stats`
     claude_change(path, url, idle_ms) / codex_change(path, url, idle_ms, model) -> Change
-    apply_change(change) -> backup path; restore_file(path) -> message
+    apply_change(change) -> backup path; restore_file(path, force=) -> message
+    plan_restore(path) -> Restore                # what --restore would do (--dry-run)
 
 """
 
-from ._agents import Change, claude_change, codex_change
+from ._agents import Change, Restore, claude_change, codex_change, plan_restore
 from ._agents import apply as apply_change
 from ._agents import restore as restore_file
 from ._app import build_app
@@ -49,6 +50,7 @@ __all__ = [
     "ProxyConfigError",
     "ProxyServer",
     "RequestRecord",
+    "Restore",
     "apply_change",
     "build_app",
     "check_binding",
@@ -57,6 +59,7 @@ __all__ = [
     "is_loopback",
     "load_config",
     "persist_active",
+    "plan_restore",
     "quick_config",
     "restore_file",
     "serve",

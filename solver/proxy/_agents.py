@@ -1,16 +1,22 @@
 """Point Claude Code and Codex at the proxy: edit their settings files safely.
 
-Every write keeps a backup of the original (made once, so running twice never loses it),
-replaces the file atomically (temp file, fsync, rename, directory fsync) and keeps its mode.
+Every write keeps a backup of the original bytes (made once, so running twice never loses
+it), replaces the file atomically (temp file, fsync, rename, directory fsync) and keeps its
+mode. A settings file that is a symlink (dotfile managers) is written through the link: the
+link stays, its target is replaced. The bytes written are kept beside the backup, so
+``restore`` can tell whether the file was edited since, and refuses then unless forced.
 ``restore`` puts the original back (or removes the file if there was none before).
 
-- Claude Code: ``~/.claude/settings.json`` ``env``: ``ANTHROPIC_BASE_URL``, a
-  ``CLAUDE_STREAM_IDLE_TIMEOUT_MS`` above the proxy's upstream budget, and
-  ``CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK=1`` so a failed stream is not replayed as a
-  non-streamed duplicate turn (research E41).
+- Claude Code: ``~/.claude/settings.json`` ``env``: ``ANTHROPIC_BASE_URL``, a placeholder
+  ``ANTHROPIC_AUTH_TOKEN`` (without any credential Claude Code stops at "Not logged in"; the
+  proxy holds the upstream keys) or, for a proxy with a token, an ``apiKeyHelper`` that prints
+  the variable holding it, a ``CLAUDE_STREAM_IDLE_TIMEOUT_MS`` above the proxy's upstream
+  budget, and ``CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK=1`` so a failed stream is not
+  replayed as a non-streamed duplicate turn.
 - Codex: ``~/.codex/config.toml``: a ``[model_providers.olympiad-proxy]`` table with
-  ``wire_api = "responses"``, idle timeout and retries, selected by ``model_provider``. Only
-  those lines change; comments and everything else stay as they were.
+  ``wire_api = "responses"``, idle timeout and retries, selected by ``model_provider``; a
+  custom provider needs no ChatGPT login. Only those lines change; comments, line endings and
+  everything else stay as they were.
 """
 
 from __future__ import annotations
@@ -18,15 +24,29 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import shlex
+import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from solver._util.fs import write_atomic
 
 from ._config import ProxyConfigError
 
 PROVIDER_ID = "olympiad-proxy"
 BACKUP_SUFFIX = ".olympiad-proxy.bak"
 ABSENT_SUFFIX = ".olympiad-proxy.absent"
+WRITTEN_SUFFIX = ".olympiad-proxy.written"
+PLACEHOLDER_TOKEN = "olympiad-proxy-no-key"
+MAX_SETTINGS_BYTES = 4 * 1024 * 1024
+
+
+def _diff(before: str, after: str, old: str, new: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), old, new
+    )
+    return "".join(lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,82 +56,165 @@ class Change:
     after: str
 
     def diff(self) -> str:
-        lines = difflib.unified_diff(
-            self.before.splitlines(keepends=True),
-            self.after.splitlines(keepends=True),
-            fromfile=f"{self.path} (now)",
-            tofile=f"{self.path} (proposed)",
-        )
-        return "".join(lines)
+        return _diff(self.before, self.after, f"{self.path} (now)", f"{self.path} (proposed)")
+
+
+def _target(path: Path) -> Path:
+    """Where the bytes live: a symlink is followed (and must end at a regular file or
+    nothing)."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    """The file's bytes, or None when it does not exist; regular files only, bounded."""
+    target = _target(path)
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ProxyConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ProxyConfigError(f"{path}: not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(MAX_SETTINGS_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SETTINGS_BYTES:
+        raise ProxyConfigError(f"{path}: larger than {MAX_SETTINGS_BYTES} bytes")
+    return data
+
+
+def _decode(path: Path, data: bytes | None) -> str:
+    if data is None:
+        return ""
+    try:
+        return data.decode("utf-8")  # newlines as they are: CRLF stays CRLF
+    except UnicodeDecodeError as exc:
+        raise ProxyConfigError(f"{path}: not UTF-8: {exc}") from None
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ProxyConfigError(f"{path}: cannot read: {exc}") from None
+    return _decode(path, _read_bytes(path))
 
 
-def atomic_write(path: Path, text: str, mode: int | None = None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+def _line_end(text: str) -> str:
+    return "\r\n" if "\r\n" in text else "\n"
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """The project's one atomic write, through a symlink to its target, keeping ``mode``."""
+    path = _target(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if mode is None else mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-        directory = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data, mode=0o600 if mode is None else mode)
+        if mode is not None and path.stat().st_mode & 0o7777 != mode:
+            os.chmod(path, mode)  # the umask narrowed it
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ProxyConfigError(f"{path}: cannot write: {exc}") from None
+        raise ProxyConfigError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def _siblings(path: Path) -> tuple[Path, Path, Path]:
+    """Backup, absent marker and written copy: beside the path the user named."""
+    name = path.name
+    return (
+        path.with_name(name + BACKUP_SUFFIX),
+        path.with_name(name + ABSENT_SUFFIX),
+        path.with_name(name + WRITTEN_SUFFIX),
+    )
+
+
+def _mode(path: Path) -> int | None:
+    try:
+        return _target(path).stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return None
 
 
 def apply(change: Change) -> Path | None:
-    """Write ``change`` after saving the original once; returns the backup path."""
+    """Write ``change`` after saving the original bytes once; returns the backup path."""
     path = change.path
-    backup = path.with_name(path.name + BACKUP_SUFFIX)
-    absent = path.with_name(path.name + ABSENT_SUFFIX)
-    mode = None
-    if path.exists():
-        mode = path.stat().st_mode & 0o7777
-        if not backup.exists() and not absent.exists():
-            atomic_write(backup, change.before, mode)
-    elif not backup.exists() and not absent.exists():
-        atomic_write(absent, "")
-    atomic_write(path, change.after, mode)
+    backup, absent, written = _siblings(path)
+    original = _read_bytes(path)
+    mode = _mode(path)
+    if not backup.exists() and not absent.exists():
+        if original is None:
+            atomic_write(absent, b"")
+        else:
+            atomic_write(backup, original, mode)
+    data = change.after.encode("utf-8")
+    atomic_write(path, data, mode)
+    atomic_write(written, data, 0o600)
     return backup if backup.exists() else None
 
 
-def restore(path: Path) -> str:
-    """Undo :func:`apply`. Returns what was done, for the user."""
-    backup = path.with_name(path.name + BACKUP_SUFFIX)
-    absent = path.with_name(path.name + ABSENT_SUFFIX)
+@dataclass(frozen=True, slots=True)
+class Restore:
+    """What ``restore`` does to ``path``: ``diff`` from now to the original, and the edits made
+    since ``config`` wrote it (``edited``, a diff; empty when none)."""
+
+    path: Path
+    diff: str
+    edited: str
+    removes: bool
+
+    def describe(self) -> str:
+        if self.removes:
+            return f"would remove {self.path} (it did not exist before)"
+        return self.diff or f"{self.path}: already the original"
+
+
+def plan_restore(path: Path) -> Restore:
+    backup, absent, written = _siblings(path)
+    now = _read_bytes(path)
+    now_text = _decode(path, now)
+    edited = ""
+    if written.exists():
+        ours = _read_bytes(written)
+        if ours != now:
+            edited = _diff(
+                _decode(written, ours), now_text, f"{path} (as config wrote it)", f"{path} (now)"
+            )
     if backup.exists():
-        mode = backup.stat().st_mode & 0o7777
-        atomic_write(path, _read(backup), mode)
-        backup.unlink()
-        return f"restored {path} from {backup.name}"
+        original = _decode(backup, _read_bytes(backup))
+        diff = _diff(now_text, original, f"{path} (now)", f"{path} (original)")
+        return Restore(path, diff, edited, removes=False)
     if absent.exists():
-        path.unlink(missing_ok=True)
-        absent.unlink()
-        return f"removed {path} (it did not exist before)"
+        return Restore(path, "", edited, removes=True)
     raise ProxyConfigError(f"{path}: no backup to restore")
+
+
+def restore(path: Path, *, force: bool = False) -> str:
+    """Undo :func:`apply`. Refuses (``ProxyConfigError`` with the diff) when the file was edited
+    after ``config`` wrote it, unless ``force``. Returns what was done, for the user."""
+    plan = plan_restore(path)
+    if plan.edited and not force:
+        raise ProxyConfigError(
+            f"{path} was edited after `solver config` wrote it; restoring would lose these "
+            f"edits (run again with --force to restore anyway):\n{plan.edited.rstrip()}"
+        )
+    backup, absent, written = _siblings(path)
+    if plan.removes:
+        _target(path).unlink(missing_ok=True)
+        absent.unlink()
+        written.unlink(missing_ok=True)
+        return f"removed {path} (it did not exist before)"
+    data = _read_bytes(backup)
+    assert data is not None
+    atomic_write(path, data, _mode(backup))
+    backup.unlink()
+    written.unlink(missing_ok=True)
+    return f"restored {path} from {backup.name}"
 
 
 # ---------------------------------------------------------------- Claude Code
 
 
-def claude_change(path: Path, proxy_url: str, idle_timeout_ms: int) -> Change:
+def claude_change(path: Path, proxy_url: str, idle_timeout_ms: int, token_env: str = "") -> Change:
+    """``token_env`` names the variable holding the proxy's token, for a proxy that needs one:
+    an ``apiKeyHelper`` prints it (the token never goes into the file). Without it, a placeholder
+    token: Claude Code sends nothing without some credential."""
     before = _read(path)
     settings: dict[str, object] = {}
     if before.strip():
@@ -131,8 +234,16 @@ def claude_change(path: Path, proxy_url: str, idle_timeout_ms: int) -> Change:
         "CLAUDE_STREAM_IDLE_TIMEOUT_MS": str(idle_timeout_ms),
         "CLAUDE_CODE_DISABLE_NONSTREAMING_FALLBACK": "1",
     }
+    if token_env:
+        if not token_env.isidentifier():
+            raise ProxyConfigError(f"--token-env {token_env!r} is not a variable name")
+        env.pop("ANTHROPIC_AUTH_TOKEN", None)
+        settings["apiKeyHelper"] = f"printenv {shlex.quote(token_env)}"
+    elif not settings.get("apiKeyHelper") and not env.get("ANTHROPIC_AUTH_TOKEN"):
+        env["ANTHROPIC_AUTH_TOKEN"] = PLACEHOLDER_TOKEN
     settings["env"] = env
-    return Change(path, before, json.dumps(settings, indent=2, ensure_ascii=False) + "\n")
+    after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
+    return Change(path, before, after.replace("\n", _line_end(before)))
 
 
 # ---------------------------------------------------------------- Codex
@@ -168,6 +279,7 @@ def codex_change(
     except tomllib.TOMLDecodeError as exc:
         raise ProxyConfigError(f"{path}: not valid TOML: {exc}") from None
     lines = before.splitlines()
+    newline = _line_end(before)
     header = f"[model_providers.{PROVIDER_ID}]"
     where = f"{path}: model_providers.{PROVIDER_ID}"
     top_keys = {"model_provider"} | ({"model"} if model else set())
@@ -218,7 +330,7 @@ def codex_change(
     ]
     if token_env:
         out.append(f"env_key = {_toml_str(token_env)}")
-    after = "\n".join(out) + "\n"
+    after = newline.join(out) + newline
     try:
         parsed = tomllib.loads(after)
     except tomllib.TOMLDecodeError as exc:  # a layout the line edit above did not foresee

@@ -24,7 +24,6 @@ from starlette.types import Receive, Scope, Send
 
 from solver.llm.codec import encode_request
 
-from ._anthropic_in import parse_messages
 from ._config import ProxyConfig, ProxyConfigError, is_loopback
 from ._exchange import Exchange, started_at
 from ._fronts import ANTHROPIC, CHAT, RESPONSES, Front
@@ -34,6 +33,7 @@ from ._telemetry import RequestRecord
 from ._upstream import headers as upstream_headers
 from ._upstream import upstream_request
 from ._wire import dumps, uuid7
+from .fronts.anthropic import parse_messages
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -49,6 +49,24 @@ def _authorized(state: ProxyState, headers: dict[str, str]) -> bool:
     if bearer.lower().startswith("bearer "):
         offered = offered or bearer[7:].strip()
     return hmac.compare_digest(offered.encode(), token.encode())
+
+
+def _known(state: ProxyState, record: RequestRecord, body: bytes | None) -> None:
+    """What a refused request's row can still say: the model it named, if the body is a JSON
+    object with one, and the provider that would have served it."""
+    if not body:
+        return
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return
+    model = obj.get("model") if isinstance(obj, dict) else None
+    if not isinstance(model, str) or not model:
+        return
+    record.model = model[:200]
+    providers = state.route(record.model)
+    if providers:
+        record.provider = providers[0].name
 
 
 def _correlation_id(headers: dict[str, str]) -> str:
@@ -102,6 +120,7 @@ class BridgeEndpoint:
                 send, 401, front.error_body(401, "missing or wrong proxy token"), extra
             )
             return
+        body: bytes | None = None
         try:
             body = await _read_body(receive)
             if body is None:
@@ -110,7 +129,8 @@ class BridgeEndpoint:
         except FrontError as exc:
             await _send_json(send, exc.status, front.error_body(exc.status, exc.message), extra)
             record.status, record.http_status, record.error = "bad_request", exc.status, exc.message
-            state.metrics.requests[(front.name, "", "bad_request")] += 1
+            _known(state, record, body)
+            state.metrics.requests[(front.name, record.provider, "bad_request")] += 1
             state.record(record)
             return
         record.model = fr.client_model
@@ -166,12 +186,14 @@ class CountTokensEndpoint:
         if not _authorized(state, headers):  # not recorded, like the other routes
             await _send_json(send, 401, ANTHROPIC.error_body(401, "missing or wrong token"), extra)
             return
+        body: bytes | None = None
         try:
             body = await _read_body(receive)
             if body is None:
                 return
             fr = parse_messages(body, headers, counting=True)
         except FrontError as exc:
+            _known(state, record, body)
             await answer(exc.status, ANTHROPIC.error_body(exc.status, exc.message), [])
             return
         record.model, record.session_id = fr.client_model, fr.session_id

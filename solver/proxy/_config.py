@@ -51,6 +51,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, cast
 
+from solver.errors import ConfigError
 from solver.llm.events import Api
 
 APIS: tuple[Api, ...] = ("chat", "responses", "anthropic")
@@ -58,7 +59,7 @@ DEFAULT_PORT = 8788
 TOKEN_ENV = "SOLVER_PROXY_TOKEN"
 
 
-class ProxyConfigError(ValueError):
+class ProxyConfigError(ConfigError):
     """A bad config file or option; the message names the key and the file."""
 
 

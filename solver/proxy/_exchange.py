@@ -324,7 +324,7 @@ class Exchange:
         limits = self.state.config.deadlines
         assert self.state.clients is not None
         pool = self.state.clients.pool(provider)
-        headers = _upstream.headers(provider, self.record.request_id)
+        headers = _upstream.headers(provider, self.record.request_id, request)
         response: Http1Response | None = None
         if self._abort:
             raise _Abort()

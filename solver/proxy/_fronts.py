@@ -8,14 +8,10 @@ from typing import Any, Protocol
 
 from solver.llm.events import Usage
 
-from . import _anthropic_out as anthropic
-from . import _chat as chat
-from . import _responses_out as responses
-from ._anthropic_in import parse_messages
 from ._parse import FrontRequest
-from ._responses_in import parse_responses
 from ._turn import Block, TurnEnd, TurnFailure, TurnSink
 from ._wire import short_id
+from .fronts import anthropic, chat, responses
 
 
 class Emitter(TurnSink, Protocol):
@@ -71,7 +67,7 @@ def _responses_failure_status(failure: TurnFailure) -> int:
 ANTHROPIC = Front(
     name="anthropic",
     tool_id_prefix="toolu_",
-    parse=parse_messages,
+    parse=anthropic.parse_messages,
     new_id=lambda: short_id("msg_"),
     emitter=lambda fr, ident: anthropic.AnthropicStream(ident, fr.client_model, fr.request.stop),
     render=_anthropic_render,
@@ -93,10 +89,10 @@ CHAT = Front(
 RESPONSES = Front(
     name="responses",
     tool_id_prefix="call_",
-    parse=parse_responses,
+    parse=responses.parse_responses,
     new_id=lambda: short_id("resp_"),
     emitter=lambda fr, ident: responses.ResponsesStream(
-        ident, fr.client_model, fr.custom_tools, fr.echo
+        ident, fr.client_model, fr.custom_tools, fr.echo, fr.namespaced
     ),
     render=_responses_render,
     error_body=lambda status, message: responses.error_body(status, message),

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 
 import orjson
 
+from solver.errors import InputError
 from solver.llm.events import ImagePart, Message, Part, Request, TextPart, ToolSpec
 
 # A front that omits a token limit still gets a generous one: GLM reasoning spends thousands of
@@ -17,7 +18,7 @@ DEFAULT_MAX_TOKENS = 32768
 MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
-class FrontError(Exception):
+class FrontError(InputError):
     """A request the proxy refuses; rendered as a 4xx (or upstream-derived) error in the
     client's own protocol. ``kind`` is the protocol-neutral label kept in telemetry."""
 
@@ -37,6 +38,8 @@ class FrontRequest:
     client_model: str
     include_usage: bool = False
     custom_tools: frozenset[str] = frozenset()
+    # Responses namespaces: the qualified name upstream -> (namespace, name) for the client
+    namespaced: dict[str, tuple[str, str]] = field(default_factory=dict)
     session_id: str = ""
     cases: tuple[str, ...] = ()
     echo: dict[str, Any] = field(default_factory=dict)
@@ -171,6 +174,24 @@ def collapse_system(
             system.append(message.plain_text())
         else:
             rest.append(message)
+    head = [Message.text("system", "\n\n".join(s for s in system if s))] if any(system) else []
+    return tuple(head + rest)
+
+
+def lead_system(
+    messages: list[Message], leading: list[str], cases: list[str]
+) -> tuple[Message, ...]:
+    """The top-level system text and any system messages before the first other message as one
+    leading system message; later system messages stay where the client put them."""
+    system = list(leading)
+    rest: list[Message] = []
+    for message in messages:
+        if message.role == "system" and not rest:
+            system.append(message.plain_text())
+        else:
+            rest.append(message)
+    if any(m.role == "system" for m in rest):
+        cases.append("system_mid_conversation")
     head = [Message.text("system", "\n\n".join(s for s in system if s))] if any(system) else []
     return tuple(head + rest)
 

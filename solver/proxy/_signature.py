@@ -29,10 +29,6 @@ def mint(thinking: str) -> str:
     return BRIDGE_PREFIX + base64.urlsafe_b64encode(blob).decode().rstrip("=")
 
 
-def is_bridge(signature: str) -> bool:
-    return signature.startswith(BRIDGE_PREFIX)
-
-
 def wrap(provider: str, signature: str) -> str:
     """A signature an upstream issued, as the client gets it: the provider's name travels with
     it, so a replay can go back to that provider and to no other."""

@@ -24,7 +24,7 @@ from solver.llm import (
     retryable_status,
 )
 
-from . import _signature, _toolids
+from . import _signature, _system, _toolids
 from ._config import Deadlines, Provider
 from ._http1 import Http1Error, Http1Pool, Http1Response
 from ._parse import FrontError
@@ -69,6 +69,7 @@ def upstream_request(
     if provider.upstream_model:
         changes["model"] = provider.upstream_model
     request = replace(request, **changes)  # type: ignore[arg-type]
+    request = _system.for_upstream(request, provider.api, cases)
     request, ids_changed = _toolids.for_upstream(request, provider.api == "anthropic")
     if ids_changed:
         cases.append("b2_tool_ids_mapped")
@@ -105,8 +106,13 @@ def encode(provider: Provider, request: Request) -> bytes:
         raise FrontError(400, f"cannot encode the request for {provider.api}: {exc}") from None
 
 
-def headers(provider: Provider, request_id: str, *, stream: bool = True) -> dict[str, str]:
-    return request_headers(provider.api, provider.api_key(), request_id, stream=stream)
+def headers(
+    provider: Provider, request_id: str, request: Request | None = None, *, stream: bool = True
+) -> dict[str, str]:
+    out = dict(request_headers(provider.api, provider.api_key(), request_id, stream=stream))
+    if provider.api == "anthropic" and request is not None and _system.has_mid_system(request):
+        out["anthropic-beta"] = _system.MID_SYSTEM_BETA  # system messages kept in place
+    return out
 
 
 def url(provider: Provider) -> str:

@@ -279,3 +279,76 @@ def test_zero_is_allowed_where_it_means_none(tmp_path: Path) -> None:
     path.write_text(path.read_text().replace("[deadlines]\n", zeros))
     deadlines = load_config(path).deadlines
     assert (deadlines.open_after, deadlines.first_byte_per_1k_tokens) == (0, 0)
+
+
+def test_config_claude_writes_a_credential_claude_code_accepts(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    code, out = _run("config", "claude", "--settings", str(settings))
+    assert code == 0, out
+    env = json.loads(settings.read_text())["env"]
+    assert env["ANTHROPIC_AUTH_TOKEN"]  # without one Claude Code stops at "Not logged in"
+    code, out = _run("config", "claude", "--settings", str(settings), "--restore")
+    code, out = _run("config", "claude", "--settings", str(settings), "--token-env",
+                     "SOLVER_PROXY_TOKEN")  # fmt: skip
+    assert code == 0, out
+    written = json.loads(settings.read_text())
+    assert written["apiKeyHelper"] == "printenv SOLVER_PROXY_TOKEN"
+    assert "ANTHROPIC_AUTH_TOKEN" not in written["env"]
+    code, out = _run("config", "claude", "--settings", str(tmp_path / "x.json"), "--token-env",
+                     "A; rm -rf /")  # fmt: skip
+    assert code == 2 and "not a variable name" in out
+
+
+def test_restore_dry_run_changes_nothing_and_edits_need_force(tmp_path: Path) -> None:
+    settings = tmp_path / "settings.json"
+    original = '{"theme": "dark"}\n'
+    settings.write_text(original)
+    assert _run("config", "claude", "--settings", str(settings))[0] == 0
+    configured = settings.read_text()
+    code, out = _run("config", "claude", "--settings", str(settings), "--restore", "--dry-run")
+    assert code == 0 and '+{"theme": "dark"}' in out
+    assert settings.read_text() == configured
+    assert (tmp_path / "settings.json.olympiad-proxy.bak").read_text() == original
+    edited = configured.replace('"theme": "dark"', '"theme": "light"')
+    settings.write_text(edited)
+    code, out = _run("config", "claude", "--settings", str(settings), "--restore")
+    assert code == 2 and "--force" in out and '+  "theme": "light"' in out
+    assert settings.read_text() == edited
+    code, out = _run("config", "claude", "--settings", str(settings), "--restore", "--dry-run")
+    assert code == 0 and "--force needed" in out and settings.read_text() == edited
+    code, out = _run("config", "claude", "--settings", str(settings), "--restore", "--force")
+    assert code == 0 and settings.read_text() == original
+    code, out = _run("config", "claude", "--settings", str(settings), "--force")
+    assert code == 2 and "--force goes with --restore" in out
+
+
+def test_symlinked_settings_are_written_through_the_link(tmp_path: Path) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    target = dotfiles / "claude.json"
+    target.write_text('{"theme": "dark"}\n')
+    link = tmp_path / "settings.json"
+    link.symlink_to(target)
+    assert _run("config", "claude", "--settings", str(link))[0] == 0
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert "ANTHROPIC_BASE_URL" in json.loads(target.read_text())["env"]
+    assert _run("config", "claude", "--settings", str(link), "--restore")[0] == 0
+    assert link.is_symlink() and target.read_text() == '{"theme": "dark"}\n'
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    code, out = _run("config", "claude", "--settings", str(fifo))
+    assert code == 2 and "not a regular file" in out
+
+
+def test_backups_are_the_original_bytes_crlf_kept(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    original = b'# mine\r\nmodel = "gpt-5"\r\n\r\n[profiles.fast]\r\nmodel = "o4"\r\n'
+    path.write_bytes(original)
+    assert _run("config", "codex", "--codex-config", str(path))[0] == 0
+    assert (tmp_path / "config.toml.olympiad-proxy.bak").read_bytes() == original
+    written = path.read_bytes()
+    assert b"\r\n[model_providers.olympiad-proxy]\r\n" in written
+    assert written.count(b"\n") == written.count(b"\r\n")  # no bare LF mixed in
+    assert tomllib.loads(written.decode())["profiles"]["fast"]["model"] == "o4"
+    assert _run("config", "codex", "--codex-config", str(path), "--restore")[0] == 0
+    assert path.read_bytes() == original

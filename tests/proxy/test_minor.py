@@ -42,4 +42,5 @@ def test_count_tokens_echoes_the_request_id_and_is_recorded(tmp_path: Path) -> N
             break
         time.sleep(0.05)
     assert rows[0] == ("count-1", "anthropic_count_tokens", "fake", "success", 200)
-    assert rows[1][1:] == ("anthropic_count_tokens", "", "bad_request", 400)
+    # refused, but its row still names the provider that would have served model "m"
+    assert rows[1][1:] == ("anthropic_count_tokens", "fake", "bad_request", 400)

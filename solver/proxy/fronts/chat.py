@@ -1,9 +1,9 @@
 """OpenAI Chat Completions front: request body -> canonical request, blocks -> chunks / JSON.
 
-Stream shape (research e.1 "Chat"): the first chunk announces ``role:"assistant"``; reasoning goes
+Stream shape: the first chunk announces ``role:"assistant"``; reasoning goes
 out as ``delta.reasoning_content``; one separate finish chunk with ``delta:{}``; a ``choices:[]``
 usage chunk when ``stream_options.include_usage`` is set; then ``[DONE]``. A failure ends with an
-``{"error":...}`` chunk and no ``[DONE]`` (E37).
+``{"error":...}`` chunk and no ``[DONE]``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from solver.llm.events import (
     Usage,
 )
 
-from ._parse import (
+from .._parse import (
     DEFAULT_MAX_TOKENS,
     FrontRequest,
     arguments_text,
@@ -41,8 +41,8 @@ from ._parse import (
     text_parts,
     tool_spec,
 )
-from ._turn import Block, TurnEnd, TurnFailure
-from ._wire import DONE, KEEPALIVE_COMMENT, dumps, json_bytes, json_str, sse_data
+from .._turn import Block, TurnEnd, TurnFailure
+from .._wire import DONE, KEEPALIVE_COMMENT, dumps, json_bytes, json_str, sse_data
 
 # ------------------------------------------------------------------ request
 
