@@ -8,24 +8,30 @@ the layer it came from, so ``solver config show`` can say why a value is what it
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from solver._util.masking import MASK, mask_url, url_problem
+from solver._util.terminal import one_line
 from solver.errors import ConfigError
+
+__all__ = ["MASK", "mask_url"]  # re-exported: callers mask endpoint URLs through config
 
 ROLE_NAMES = ("generator", "verifier", "reviewer", "reviser", "grader", "selector")
 DEFAULT_CONFIG_FILE = "solver.toml"
+MAX_CONFIG_BYTES = 1024 * 1024
 ApiName = Literal["chat", "responses", "anthropic"]
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf and NaN are no durations or budgets: `connect_s = inf` must fail here, not later.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RoleSettings(_Section):
@@ -112,6 +118,16 @@ class Settings(_Section):
     signing_key: Path | None = None
     seed: int = 0
 
+    @field_validator("endpoint")
+    @classmethod
+    def _check_endpoint(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        problem = url_problem(url)
+        if problem is not None:
+            raise ValueError(f"{mask_url(url)}: {problem}")
+        return url
+
     def role(self, name: str) -> RoleSettings:
         return self.roles.get(name, RoleSettings())
 
@@ -126,29 +142,6 @@ class Settings(_Section):
             if role.get("endpoint"):
                 role["endpoint"] = mask_url(role["endpoint"])
         return data
-
-
-MASK = "***"
-
-
-def mask_url(url: str) -> str:
-    """The URL with its user info and every query value replaced by ``***``: both are where
-    credentials hide in an endpoint URL (``https://user:token@host/v1?key=...``)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:  # not a URL we can take apart: show none of it rather than a secret
-        return MASK
-    netloc = parts.netloc
-    if parts.username is not None or parts.password is not None:
-        host = f"[{host}]" if ":" in host else host
-        netloc = f"{MASK}@{host}" + (f":{port}" if port is not None else "")
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(name, MASK) for name, _ in pairs], safe="*", quote_via=quote)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 @dataclass(frozen=True)
@@ -212,18 +205,17 @@ def _known_keys() -> set[str]:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Parse a TOML config file into flat dotted keys, refusing unknown keys by name."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    raw = _read_config_bytes(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+        raise ConfigError(f"{path}: invalid TOML: {one_line(str(exc), 200)}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid TOML: nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise ConfigError(f"{path}: invalid TOML: {one_line(str(exc), 200)}") from None
     flat = _flatten(data)
     known = _known_keys()
     sections = _sections()
@@ -233,6 +225,36 @@ def read_config_file(path: Path) -> dict[str, Any]:
         elif key not in known:
             raise ConfigError(f"{path}: unknown key '{key}'")
     return flat
+
+
+def _read_config_bytes(path: Path) -> bytes:
+    """A config file's bytes: a regular file (a FIFO would hang), at most
+    MAX_CONFIG_BYTES, read with the file type checked on the open descriptor."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except OSError as exc:  # a symlink loop, no permission, a name too long
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ConfigError(f"{path}: is a directory, not a config file")
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{path}: config file is over {MAX_CONFIG_BYTES} bytes")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: config file is over {MAX_CONFIG_BYTES} bytes")
+    return raw
 
 
 def _env_layer(env: Mapping[str, str], api_hint: str | None) -> dict[str, tuple[Any, str]]:
@@ -295,7 +317,8 @@ def resolve_settings(
         first = exc.errors()[0]
         key = ".".join(str(p) for p in first["loc"])
         origin = sources.get(key, "configuration")
-        raise ConfigError(f"{origin}: key '{key}': {first['msg']}") from None
+        message = one_line(str(first["msg"]), 300)
+        raise ConfigError(f"{origin}: key '{key}': {message}") from None
     return ResolvedSettings(settings=settings, sources=sources, config_file=file_path)
 
 

@@ -106,6 +106,9 @@ class SessionStarted(_Rec):
     code: dict[str, Any]
     argv: list[str]
     allow_model_change: bool = False
+    # set when this session was moved to another endpoint (`solver resume --endpoint`),
+    # masked; the audit's network check holds the session to it
+    endpoint: str | None = None
 
 
 SessionEndReason = Literal[

@@ -24,12 +24,13 @@ from solver.audit.base import (
     statuses,
 )
 from solver.audit.calls import check_call_outcomes, check_isolation
-from solver.audit.network import check_network
+from solver.audit.network import check_credentials, check_network
 from solver.audit.prompts import check_prompts
 from solver.audit.record_checks import check_record_types, check_records, check_secrets
 from solver.audit.signatures import check_attestation, check_seals
 from solver.audit.store_checks import GENERIC_CHECKS, check_blobs
-from solver.store import RunReader, StoreError, load_public_key
+from solver.store import RunReader, StoreError, UnsafeEntry, load_public_key
+from solver.store._fs import MAX_JOURNAL_BYTES, read_regular_or_empty
 from solver.store.attest import public_key_from_pem
 from solver.store.journal import scan_journal
 
@@ -51,6 +52,7 @@ LOOP_CHECKS: tuple[AuditCheck, ...] = (
     check_isolation,
     check_prompts,
     check_network,
+    check_credentials,
 )
 
 
@@ -67,6 +69,8 @@ def default_checks() -> list[AuditCheck]:
 def _run_check(check: AuditCheck, ctx: AuditContext) -> list[Check]:
     try:
         return check(ctx)
+    except UnsafeEntry:
+        raise  # a symlink or special file in the run: refused outright, exit 65
     except Exception as exc:  # a damaged run may break any assumption; report, go on
         label = getattr(check, "__name__", "check").removeprefix("check_")
         return [
@@ -99,12 +103,16 @@ def audit_run(
     manifest_error: str | None = None
     try:
         manifest = reader.manifest
+    except UnsafeEntry:
+        raise
     except StoreError as exc:
         manifest_error = str(exc)
     try:
         scan = reader.scan()
+    except UnsafeEntry:
+        raise
     except StoreError:  # the manifest is missing, so there is no genesis to chain from
-        data = reader.journal_path.read_bytes() if reader.journal_path.exists() else b""
+        data = read_regular_or_empty(reader.journal_path, MAX_JOURNAL_BYTES)
         scan = scan_journal(data, "sha256:" + "0" * 64)
     key_source: str | None = "given" if key is not None else None
     key_error: str | None = None

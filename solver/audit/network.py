@@ -8,6 +8,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
+from solver._util.masking import unmasked_secret
 from solver.audit.base import AuditContext, Check, capped
 from solver.audit.records import records_of, row_about
 
@@ -120,12 +121,24 @@ def _routing_rows(ctx: AuditContext, allow_list: list[str]) -> list[Check]:
     return rows
 
 
+def _session_endpoints(ctx: AuditContext) -> dict[int, tuple[str, int] | None]:
+    """Session -> the endpoint `solver resume --endpoint` moved it to (None when the URL
+    recorded does not parse: no connection of that session can then be allowed)."""
+    moved: dict[int, tuple[str, int] | None] = {}
+    for rec in records_of(ctx, "session.started"):
+        url = rec.data.get("endpoint")
+        if isinstance(url, str) and url:
+            moved[rec.sess] = _url_host_port(url)
+    return moved
+
+
 def check_network(ctx: AuditContext) -> list[Check]:
     """Judged on the peer address each connection reached (what the socket reports), not
     on the host the client meant to reach, which is the same constant in every record."""
     allow_list = [str(a) for a in ctx.manifest.get("network", {}).get("allow", [])]
     allowed = [p for p in (_host_port(a) for a in allow_list) if p is not None]
     moved = _moved_local_ports(ctx, allowed)
+    sessions = _session_endpoints(ctx)
     rows: list[Check] = []
     unverifiable = 0
     connects = records_of(ctx, "net.connect")
@@ -133,6 +146,9 @@ def check_network(ctx: AuditContext) -> list[Check]:
         address = str(rec.data.get("address") or "")
         peer = _host_port(address)
         session_allowed = [*allowed, moved[rec.sess]] if rec.sess in moved else allowed
+        if rec.sess in sessions:  # moved explicitly: held to its own endpoint, and only it
+            own = sessions[rec.sess]
+            session_allowed = [own] if own is not None else []
         verdicts = [_peer_allowed(peer, a) for a in session_allowed] if peer else []
         if any(v is True for v in verdicts):
             continue
@@ -175,6 +191,9 @@ def check_network(ctx: AuditContext) -> list[Check]:
     if not rows:
         followed = sorted({f"{h}:{p}" for h, p in moved.values()} - set(allow_list))
         also = f" (the embedded model, resumed on {', '.join(followed)})" if followed else ""
+        elsewhere = sorted({f"{hp[0]}:{hp[1]}" for hp in sessions.values() if hp is not None})
+        if elsewhere:
+            also += f" or to the endpoint their session was moved to ({', '.join(elsewhere)})"
         rows.append(
             Check(
                 name="network",
@@ -184,3 +203,51 @@ def check_network(ctx: AuditContext) -> list[Check]:
             )
         )
     return capped("network", rows)
+
+
+def _strings(value: object) -> list[str]:
+    """Every string inside a JSON value (keys too), without recursion."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            found.extend(str(k) for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
+def check_credentials(ctx: AuditContext) -> list[Check]:
+    """No credential is stored unmasked in the manifest or the journal: URL user info and
+    query values, bearer tokens and vendor keys are masked when written, so one found here
+    was written by something else (or the masking broke), and the run is not shareable."""
+    rows: list[Check] = []
+    for text in _strings(ctx.manifest):
+        what = unmasked_secret(text)
+        if what is not None:
+            rows.append(
+                Check(
+                    name="credentials",
+                    status="fail",
+                    where="MANIFEST.json",
+                    detail=f"holds {what}, unmasked",
+                )
+            )
+            break
+    for rec in ctx.scan.records:
+        what = next((w for w in map(unmasked_secret, _strings(rec.data)) if w), None)
+        if what is not None:
+            rows.append(row_about(ctx, "credentials", "fail", f"holds {what}, unmasked", rec))
+    if not rows:
+        rows.append(
+            Check(
+                name="credentials",
+                status="pass",
+                detail="no URL credentials, tokens or API keys in the manifest or the journal",
+            )
+        )
+    return capped("credentials", rows)

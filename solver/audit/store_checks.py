@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from solver._util.terminal import one_line
 from solver.audit.base import AuditCheck, AuditContext, Check, capped, relative
 from solver.store import iter_blob_refs
 from solver.store.blobs import hash_file
 from solver.store.journal import Record
+from solver.store.run import FINAL_NAME
 
 
 def check_manifest(ctx: AuditContext) -> list[Check]:
@@ -265,8 +267,20 @@ def check_final(ctx: AuditContext) -> list[Check]:
         final = finished.data.get("final", {})
         for file_name, link in sorted(final.items() if isinstance(final, dict) else []):
             named.add(file_name)
-            path = ctx.run_dir / "final" / file_name
             expected = link.get("blob") if isinstance(link, dict) else None
+            if not FINAL_NAME.fullmatch(str(file_name)):
+                # "../../etc/shadow": never opened, hashed or shown beyond its name
+                rows.append(
+                    Check(
+                        name=name,
+                        status="fail",
+                        where=f"seq {finished.seq}",
+                        detail=f"names a final file {one_line(repr(file_name), 120)}, which "
+                        "is not a plain file name inside final/",
+                    )
+                )
+                continue
+            path = ctx.reader.run_file(f"final/{file_name}")
             if not path.is_file():
                 rows.append(
                     Check(

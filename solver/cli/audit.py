@@ -12,11 +12,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from solver._util.terminal import json_visible, visible
 from solver.audit import AuditReport, audit_run, statuses
 from solver.cli.errors import reports_errors
 from solver.errors import AuditFailed, InputError, NotFound
-from solver.store import StoreError
+from solver.store import StoreError, UnsafeEntry
 
 __all__ = ["audit"]
 
@@ -30,8 +32,12 @@ def _print_table(report: AuditReport) -> None:
     table.add_column("detail", overflow="fold")
     table.add_column("where", overflow="fold")
     for row in report.checks:
+        # details quote the run's content, which may be hostile: no markup, no escapes
         table.add_row(
-            row.name, f"[{_STYLE[row.status]}]{row.status}[/]", row.detail, row.where or ""
+            row.name,
+            f"[{_STYLE[row.status]}]{row.status}[/]",
+            Text(visible(row.detail)),
+            Text(visible(row.where or "")),
         )
     console = Console()
     console.print(table)
@@ -59,16 +65,17 @@ def audit(run: Path, as_json: bool, public_key: Path | None) -> None:
         raise NotFound(f"{public_key}: no such key file")
     try:
         report = audit_run(run, public_key=public_key)
+    except UnsafeEntry:
+        raise  # a symlink or special file in the run is damage: exit 65
     except StoreError as exc:  # not a run, or the key file is not an Ed25519 public key
         raise InputError(str(exc)) from None
     if as_json:
-        click.echo(
-            json.dumps(
-                {"ok": report.ok, "checks": report.model_dump()["checks"]},
-                ensure_ascii=False,
-                indent=2,
-            )
+        shown = json.dumps(
+            {"ok": report.ok, "checks": report.model_dump()["checks"]},
+            ensure_ascii=False,
+            indent=2,
         )
+        click.echo(json_visible(shown))
     else:
         _print_table(report)
     if not report.ok:

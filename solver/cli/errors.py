@@ -4,13 +4,21 @@ no traceback (solver.errors lists the codes)."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 import click
 
+from solver._util.masking import mask_urls_in, redact
+from solver._util.terminal import one_line
 from solver.errors import EXIT_ERROR, EXIT_INTERRUPTED, exit_code_for
+
+# An error names a file and what is wrong; a message longer than this carries input, not sense.
+MAX_MESSAGE_CHARS = 1000
+# Where a key may come from the environment: any fragment of one is masked in what is shown.
+KEY_VARIABLES = ("SOLVER_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -31,7 +39,10 @@ def reports_errors(command: Callable[P, R]) -> Callable[P, R]:
             message = str(exc) or type(exc).__name__
             if code == EXIT_ERROR:
                 message = f"{type(exc).__name__}: {message}"
-            click.echo(f"error: {message}", err=True)
+            # one line, bounded, its control characters shown rather than sent to the terminal
+            message = mask_urls_in(message)
+            message = redact(message, [os.environ.get(name) for name in KEY_VARIABLES])
+            click.echo(f"error: {one_line(message, MAX_MESSAGE_CHARS)}", err=True)
             sys.exit(code)
 
     return wrapper

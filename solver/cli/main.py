@@ -6,10 +6,14 @@ does not pay for the proxy's web stack or the evaluator's plotting."""
 from __future__ import annotations
 
 import importlib
+import signal
+import sys
 
 import click
 
 from solver import __version__
+from solver._util.terminal import one_line
+from solver.errors import EXIT_INTERRUPTED
 
 # verb -> (module, attribute)
 VERBS: dict[str, tuple[str, str]] = {
@@ -29,6 +33,14 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+# verbs that start or continue a run, where SIGTERM means "interrupt, keep it resumable"
+RUN_VERBS = frozenset({"solve", "resume", "eval"})
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 class _Verbs(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(VERBS)
@@ -36,6 +48,10 @@ class _Verbs(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in VERBS:
             return None
+        if cmd_name in RUN_VERBS and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            # until the run's own handler is in place (after imports), SIGTERM is Ctrl-C:
+            # exit 130 with one line, not 143, however early it comes
+            signal.signal(signal.SIGTERM, _terminate)
         module, attribute = VERBS[cmd_name]
         command: object = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command)
@@ -45,6 +61,22 @@ class _Verbs(click.Group):
             for name, sub in agents.commands.items():
                 command.add_command(sub, name)
         return command
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            # click quotes the bad value whole: a 5000-digit --seed is no one-line error
+            shown = one_line(exc.format_message(), MAX_USAGE_CHARS)
+            if shown == exc.format_message():
+                raise
+            raise click.UsageError(shown, exc.ctx) from None
+        except KeyboardInterrupt:  # before the verb's own reporting took over (its imports)
+            click.echo("interrupted; nothing was started", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+MAX_USAGE_CHARS = 300
 
 
 @click.group(cls=_Verbs, context_settings={"help_option_names": ["-h", "--help"]})

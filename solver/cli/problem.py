@@ -11,6 +11,7 @@ from typing import ParamSpec, TypeVar
 
 import click
 
+from solver._util.terminal import json_visible, one_line, visible
 from solver.cli.errors import reports_errors
 from solver.problems.files import load_problem
 from solver.problems.sets import FORMATS, load_problem_set, parse_mapping
@@ -34,9 +35,11 @@ def show(path: Path, as_json: bool) -> None:
     """Show the parsed fields and the digest of the problem file PATH (.md, .txt or .tex)."""
     loaded = load_problem(path)
     if as_json:
-        click.echo(json.dumps(loaded.model_dump(mode="json"), ensure_ascii=False, indent=2))
+        shown = json.dumps(loaded.model_dump(mode="json"), ensure_ascii=False, indent=2)
+        click.echo(json_visible(shown))
         return
-    click.echo(f"id:       {loaded.id}")
+    # Problem text is untrusted: its escape sequences are shown, never sent to the terminal.
+    click.echo(f"id:       {visible(loaded.id)}")
     click.echo(f"digest:   {loaded.digest}")
     click.echo(f"file:     {loaded.original_digest} ({len(loaded.original_bytes)} bytes)")
     click.echo(f"points:   {loaded.points}")
@@ -46,14 +49,14 @@ def show(path: Path, as_json: bool) -> None:
         ("answer", loaded.answer),
     ):
         if value is not None:
-            click.echo(f"{label + ':':<9} {value}")
+            click.echo(f"{label + ':':<9} {visible(value)}")
     for label, value in (
         ("statement", loaded.statement),
         ("reference solution", loaded.reference_solution),
         ("grading guidelines", loaded.grading_guidelines),
     ):
         if value is not None:
-            click.echo(f"\n{label}:\n{value}")
+            click.echo(f"\n{label}:\n{visible(value)}")
 
 
 @problem.command("set-info")
@@ -83,9 +86,9 @@ def set_info(path: Path, set_format: str, mappings: tuple[str, ...], as_json: bo
         mapping=parse_mapping(mappings) or None,
     )
     for warning in loaded.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {one_line(warning, 1000)}", err=True)
     if loaded.mapping_note:
-        click.echo(f"note: {loaded.mapping_note}", err=True)
+        click.echo(f"note: {one_line(loaded.mapping_note, 1000)}", err=True)
     if as_json:
         summary = {
             "path": str(loaded.path),
@@ -100,11 +103,11 @@ def set_info(path: Path, set_format: str, mappings: tuple[str, ...], as_json: bo
             "warnings": list(loaded.warnings),
             "mapping_note": loaded.mapping_note,
         }
-        click.echo(json.dumps(summary, ensure_ascii=False, indent=2))
+        click.echo(json_visible(json.dumps(summary, ensure_ascii=False, indent=2)))
         return
     click.echo(f"format:   {loaded.format}")
     click.echo(f"count:    {len(loaded)}")
     click.echo(f"digest:   {loaded.digest}")
     click.echo("ids:")
     for problem_id in loaded.ids:
-        click.echo(f"  {problem_id}")
+        click.echo(f"  {visible(problem_id)}")

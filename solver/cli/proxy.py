@@ -18,6 +18,7 @@ from typing import ParamSpec, TypeVar
 import click
 import httpx
 
+from solver._util.masking import mask_url
 from solver.cli.errors import reports_errors
 from solver.errors import EXIT_INTERRUPTED, ConfigError, EndpointUnavailable, NotFound
 
@@ -108,7 +109,7 @@ def group(
     if store_bodies:
         config = with_overrides(config, store_bodies=True)
     check_binding(config)
-    names = ", ".join(f"{p.name} ({p.api} {p.base_url})" for p in config.providers)
+    names = ", ".join(f"{p.name} ({p.api} {mask_url(p.base_url)})" for p in config.providers)
     click.echo(f"proxy on http://{config.host}:{config.port}  providers: {names}", err=True)
     try:
         # uvicorn shuts down gracefully, then re-raises the signal it caught

@@ -7,16 +7,35 @@ from pathlib import Path
 
 import click
 
+from solver._util.terminal import json_visible
 from solver.cli.errors import reports_errors
 from solver.errors import InputError, NotFound
 from solver.report.html import render_html
 from solver.report.load import DEFAULT_MAX_CHARS, load_report
 from solver.report.markdown import render_markdown
+from solver.store import StorageFull, write_atomic
+
+
+def refuse_inside_run(path: Path) -> None:
+    """An output file may not land in a run directory (``--html RUN/journal.jsonl`` would
+    destroy the run, and anything else there breaks its audit)."""
+    target = path.resolve()
+    for directory in target.parents:
+        if (directory / "MANIFEST.json").is_file() or (directory / "journal.jsonl").exists():
+            raise InputError(
+                f"{path}: is inside the run directory {directory}; write reports elsewhere"
+            )
 
 
 def _write(path: Path, text: str) -> None:
+    """Atomically: the old report stays whole until the new one is complete (a full disk
+    keeps it and exits 74)."""
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory")
     try:
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text.encode("utf-8"))
+    except StorageFull:
+        raise
     except OSError as exc:
         raise InputError(f"{path}: cannot write: {exc.strerror or exc}") from None
 
@@ -54,11 +73,15 @@ def report(
         raise NotFound(f"{run_dir}: no such run directory")
     if not (run_dir / "MANIFEST.json").is_file():
         raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
+    for output in (html_file, md_file):
+        if output is not None:
+            refuse_inside_run(output)
     loaded = load_report(run_dir, with_texts=html_file is not None, max_chars=max_chars)
     if html_file is not None:
         _write(html_file, render_html(loaded))
     if as_json:
-        click.echo(json.dumps(loaded.to_json(), sort_keys=True, ensure_ascii=False))
+        shown = json.dumps(loaded.to_json(), sort_keys=True, ensure_ascii=False)
+        click.echo(json_visible(shown))
     elif md_file is not None:
         _write(md_file, render_markdown(loaded))
     else:

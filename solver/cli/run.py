@@ -13,7 +13,10 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
+from solver._util.masking import mask_url, url_problem
+from solver._util.terminal import visible
 from solver.cli.errors import reports_errors
 from solver.cli.progress import JsonProgress, LiveProgress, ProgressBase
 from solver.config import ResolvedSettings, resolve_settings
@@ -103,7 +106,10 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
         return
     r = outcome.result
     console = Console()
-    console.print(f"[bold]outcome:[/bold] {r.outcome}  ({r.reason})")
+    console.print(
+        f"[bold]outcome:[/bold] {escape(visible(str(r.outcome)))}  "
+        f"({escape(visible(str(r.reason)))})"
+    )
     if r.selected is not None:
         sel = r.selected
         console.print(
@@ -113,7 +119,7 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
     if r.evaluation_score is not None:
         console.print(f"evaluation grade: {r.evaluation_score}/7")
     if r.answer_check:
-        console.print(f"answer check: {r.answer_check['verdict']}")
+        console.print(f"answer check: {escape(visible(str(r.answer_check['verdict'])))}")
     console.print(f"{r.calls.total} calls, {r.tokens.total} tokens, {r.wall_s:.1f} s")
     console.print(f"proof:  {outcome.run_dir / 'final' / 'proof.md'}")
     console.print(f"result: {outcome.run_dir / 'final' / 'result.json'}")
@@ -232,12 +238,28 @@ def _run_budget(run_dir: Path, resolved_now: ResolvedSettings) -> dict[str, Any]
 @click.argument("run_dir", metavar="RUN", type=click.Path(path_type=Path))
 @click.option("--allow-model-change", is_flag=True, help="Go on even if the served model changed.")
 @click.option("--config", "config_file", type=click.Path(path_type=Path), help="For the API key.")
+@click.option(
+    "--endpoint",
+    "moved_to",
+    help="The run's server moved (another port or node): continue there (recorded).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @reports_errors
 def resume(
-    run_dir: Path, allow_model_change: bool, config_file: Path | None, as_json: bool
+    run_dir: Path,
+    allow_model_change: bool,
+    config_file: Path | None,
+    moved_to: str | None,
+    as_json: bool,
 ) -> None:
-    """Continue RUN after a crash, kill, reboot or Ctrl-C. Completed calls are never repeated."""
+    """Continue RUN after a crash, kill, reboot or Ctrl-C. Completed calls are never repeated.
+
+    The API key comes from today's environment or config (a run never stores it) and is
+    sent only to the endpoint this session names: the run's own, or --endpoint URL."""
+    if moved_to is not None:
+        problem = url_problem(moved_to)
+        if problem is not None:
+            raise InputError(f"--endpoint {mask_url(moved_to)}: {problem}")
     resolved = resolve_settings(config_file=config_file)
     budget = _run_budget(run_dir, resolved)
     holder: list[ProgressBase] = []
@@ -249,6 +271,7 @@ def resume(
                 allow_model_change=allow_model_change,
                 argv=sys.argv[1:],
                 make_progress=_progress_factory(as_json, budget, holder),
+                endpoint=moved_to,
             )
         )
     finally:
@@ -268,7 +291,8 @@ def status(run_dir: Path, as_json: bool) -> None:
         click.echo(json.dumps(info, sort_keys=True))
         return
     console = Console()
-    console.print(f"[bold]{info['state']}[/bold]  {run_dir}")
+    # the lock file and the journal are the run's, which may be hostile: no markup, no escapes
+    console.print(f"[bold]{escape(visible(str(info['state'])))}[/bold]  {escape(str(run_dir))}")
     for key in (
         "phase",
         "outcome",
@@ -282,4 +306,4 @@ def status(run_dir: Path, as_json: bool) -> None:
         "holder",
     ):
         if info.get(key) not in (None, ""):
-            console.print(f"  {key}: {info[key]}")
+            console.print(f"  {key}: {escape(visible(str(info[key])))}")

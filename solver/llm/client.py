@@ -80,7 +80,7 @@ class ModelClient:
         self.endpoint = endpoint
         self.deadlines = deadlines
         self.retry = retry
-        self.url = endpoint.api_root + PATHS[endpoint.api]
+        self.url = endpoint.url_for(PATHS[endpoint.api])
         self._allowed = host_port(endpoint.base_url)
         self._proxy = proxy
         self._transport = transport
@@ -154,7 +154,7 @@ class ModelClient:
         models list has no context length). Bounded: a server that accepts and never answers
         raises :class:`ProbeTimeout` after the connect deadline plus the probe budget."""
         client = self._client()
-        url = self.endpoint.api_root + "/models"
+        url = self.endpoint.url_for("/models")
         headers = self._headers(new_request_id(), stream=False)
         extensions = {"trace": self._tracer(observer)}
         budget = self._probe_budget()
@@ -172,7 +172,7 @@ class ModelClient:
                     raise self._status_error(response.status_code, raw, response.headers, None)
                 info = parse_server_info(raw, url)
                 if info.context_length is None:
-                    props_url = self.endpoint.api_root.removesuffix("/v1") + "/props"
+                    props_url = self.endpoint.url_for("/props", versioned=False)
                     props = await client.get(
                         props_url, headers=headers, extensions=extensions, timeout=timeout
                     )
@@ -277,6 +277,11 @@ class ModelClient:
             return None
         return replace(request, max_tokens=cap), cap
 
+    def _redacted_body(self, body: bytes) -> bytes:
+        text = body.decode("utf-8", "surrogateescape")
+        masked = self._redact(text)
+        return body if masked == text else masked.encode("utf-8", "surrogateescape")
+
     def _redact(self, text: str) -> str:
         return redact(text, self.endpoint.api_key)
 
@@ -347,9 +352,10 @@ class ModelClient:
                                 watchdog.body_started()
                                 ttfb = loop.time() - t0
                             watchdog.last = loop.time()
-                            sink.write(data)
-                            hasher.update(data)
-                            size += len(data)
+                            if status < 400:  # an error body is stored once it is redacted
+                                sink.write(data)
+                                hasher.update(data)
+                                size += len(data)
                             if held is not None:
                                 held.append(data)
                                 if decided:
@@ -382,6 +388,12 @@ class ModelClient:
                 finally:
                     await response.aclose()
                 if status >= 400:
+                    # a server may echo the key it refused, whole or cut short: the stored
+                    # body has every fragment of it masked (bytes unchanged when none is)
+                    stored = self._redacted_body(b"".join(held or []))
+                    sink.write(stored)
+                    hasher.update(stored)
+                    size += len(stored)
                     raise self._status_error(
                         status, b"".join(held or []), response.headers, request_id
                     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from solver.llm.events import Api, FinishReason, Request, StreamEvent, Usage
 
@@ -42,9 +43,18 @@ class Endpoint:
 
     @property
     def api_root(self) -> str:
-        """The base URL with its version segment, no trailing slash."""
-        root = self.base_url.rstrip("/")
+        """The base URL with its version segment, no trailing slash, without its query."""
+        parts = urlsplit(self.base_url)
+        root = urlunsplit((parts.scheme, parts.netloc, parts.path, "", "")).rstrip("/")
         return root if _VERSIONED.search(root) else root + "/v1"
+
+    def url_for(self, path: str, *, versioned: bool = True) -> str:
+        """``path`` under the API root (or, ``versioned=False``, the root without ``/v1``),
+        with the base URL's query kept at the end: ``…/v1?x=1`` + ``/models`` is
+        ``…/v1/models?x=1``, not ``…/v1?x=1/models``."""
+        root = self.api_root if versioned else self.api_root.removesuffix("/v1")
+        query = urlsplit(self.base_url).query
+        return root + path + (f"?{query}" if query else "")
 
 
 @dataclass(frozen=True, slots=True)

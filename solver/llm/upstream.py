@@ -11,13 +11,14 @@ from collections.abc import Iterable
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 
+from solver._util.masking import mask_urls_in
+from solver._util.masking import redact as redact_fragments
 from solver.llm.events import Api
 
 __all__ = ["redact", "request_headers", "retry_after_seconds", "retryable_status"]
 
 # below 500 only these say "ask again later"; every 5xx does too, except 501 (not implemented)
 _RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
-_PARTIAL_MIN = 8  # a cut-off key tail shorter than this says nothing about the key
 
 
 def request_headers(
@@ -62,16 +63,10 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 
 
 def redact(text: str, secrets: str | Iterable[str | None] | None) -> str:
-    """``text`` with every secret replaced by ``***``, including a key cut off at the end of a
-    truncated message (an upstream may echo the key it refused, and messages are shortened)."""
+    """``text`` with every secret replaced by ``***``, and every fragment of one at least
+    8 characters long (an upstream may echo the key it refused, cut short or split, and
+    messages are shortened), and the credentials of any URL in it masked."""
     if secrets is None:
         return text
-    for secret in (secrets,) if isinstance(secrets, str) else secrets:
-        if not secret:
-            continue
-        text = text.replace(secret, "***")
-        for size in range(min(len(secret) - 1, len(text)), _PARTIAL_MIN - 1, -1):
-            if text.endswith(secret[:size]):
-                text = text[:-size] + "***"
-                break
-    return text
+    listed: list[str | None] = [secrets] if isinstance(secrets, str) else list(secrets)
+    return mask_urls_in(redact_fragments(text, listed))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from solver._util.masking import mask_url
 from solver.llm import (
     AttemptEnd,
     AttemptStart,
@@ -102,7 +103,7 @@ class CallObserver:
                 call_id=self.call_id,
                 attempt=attempt,
                 request_id=start.request_id,
-                url=start.url,
+                url=mask_url(start.url),
                 api=self.api,
                 params=request_params(start.request),
                 request=request,

@@ -31,7 +31,9 @@ Every bad input raises :class:`solver.errors.InputError` with one line ``"PATH: 
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from solver._util.terminal import one_line
 from solver.errors import InputError
 
 __all__ = [
@@ -56,6 +59,7 @@ __all__ = [
 ]
 
 MAX_PROBLEM_BYTES = 1024 * 1024
+MAX_ERROR_CHARS = 500
 PROBLEM_EXTENSIONS = (".md", ".txt", ".tex")
 FRONT_MATTER_KEYS = (
     "id",
@@ -95,8 +99,54 @@ def statement_digest(statement: str) -> str:
 
 
 def input_error(path: Path | str, what: str) -> InputError:
-    """An :class:`InputError` of exactly one line, ``"PATH: what is wrong"``."""
-    return InputError(f"{path}: {' '.join(what.split())}")
+    """An :class:`InputError` of exactly one line, ``"PATH: what is wrong"``, at most
+    MAX_ERROR_CHARS long: a message quotes input, and input may be megabytes or hostile."""
+    return InputError(one_line(f"{path}: {what}", MAX_ERROR_CHARS))
+
+
+def short_repr(value: object, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters, without building a huge repr first (a
+    value made of YAML aliases is small in memory and exponential as text)."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+            return "a very long integer"
+        text = repr(value)
+    else:
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# Front matter holds a few short keys: no YAML document of ours needs anchors, deep
+# nesting or thousands of nodes, and each of those is a way to exhaust memory or the stack.
+MAX_FRONT_MATTER_DEPTH = 16
+MAX_FRONT_MATTER_NODES = 10_000
+
+
+class _FrontMatterLoader(yaml.SafeLoader):
+    """SafeLoader with limits: no aliases, bounded depth and node count."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+
+    def _refuse(self, problem: str) -> yaml.composer.ComposerError:
+        mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+        return yaml.composer.ComposerError(None, None, problem, mark)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise self._refuse("YAML aliases are not allowed here")
+        self._nodes += 1
+        if self._nodes > MAX_FRONT_MATTER_NODES:
+            raise self._refuse(f"more than {MAX_FRONT_MATTER_NODES} values")
+        self._depth += 1
+        try:
+            if self._depth > MAX_FRONT_MATTER_DEPTH:
+                raise self._refuse(f"nested deeper than {MAX_FRONT_MATTER_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 class Problem(BaseModel):
@@ -177,10 +227,18 @@ def read_checked_bytes(path: Path, *, extensions: tuple[str, ...], max_bytes: in
         shown = repr(path.suffix) if path.suffix else "none"
         raise input_error(path, f"unknown extension {shown} (expected {_or_list(extensions)})")
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise input_error(path, f"file is {size} bytes, over the {_size(max_bytes)} limit")
-        with path.open("rb") as handle:
+        # O_NONBLOCK and fstat on the descriptor: a file swapped for a FIFO after the check
+        # above must not block the open, nor be read.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise input_error(path, "not a regular file")
+            if info.st_size > max_bytes:
+                raise input_error(
+                    path, f"file is {info.st_size} bytes, over the {_size(max_bytes)} limit"
+                )
+            os.set_blocking(fd, True)
             data = handle.read(max_bytes + 1)
     except OSError as exc:
         raise input_error(path, f"cannot read: {exc.strerror or exc}") from None
@@ -241,13 +299,21 @@ def _split_front_matter(path: Path, text: str) -> tuple[dict[str, Any], str]:
             break
     else:
         raise input_error(path, "invalid front matter: no closing '---' line")
+    loader = _FrontMatterLoader("".join(lines[1:closing]))
     try:
-        loaded = yaml.safe_load("".join(lines[1:closing]))
+        loaded = loader.get_single_data()
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" at line {where.line + 2}" if where is not None else ""
         problem = getattr(exc, "problem", None) or type(exc).__name__
         raise input_error(path, f"invalid front matter{line}: {problem}") from None
+    except (ValueError, OverflowError, TypeError) as exc:
+        # a date such as 2025-13-45, an integer of more digits than Python converts
+        raise input_error(path, f"invalid front matter: {exc}") from None
+    except RecursionError:
+        raise input_error(path, "invalid front matter: nested too deeply") from None
+    finally:
+        loader.dispose()
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):
@@ -256,7 +322,9 @@ def _split_front_matter(path: Path, text: str) -> tuple[dict[str, Any], str]:
     for key, value in loaded.items():
         if key not in FRONT_MATTER_KEYS:
             raise input_error(
-                path, f"unknown front-matter key {key!r} (allowed: {', '.join(FRONT_MATTER_KEYS)})"
+                path,
+                f"unknown front-matter key {short_repr(key)} "
+                f"(allowed: {', '.join(FRONT_MATTER_KEYS)})",
             )
         fields[key] = _front_matter_value(path, key, value)
     return fields, "".join(lines[closing + 1 :])
@@ -268,13 +336,15 @@ def _front_matter_value(path: Path, key: str, value: object) -> object:
     if key == "points":
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise input_error(
-                path, f"invalid front matter: 'points' must be a positive integer, got {value!r}"
+                path,
+                "invalid front matter: 'points' must be a positive integer, "
+                f"got {short_repr(value)}",
             )
         return value
     if isinstance(value, bool) or not isinstance(value, str | int):
         # YAML turns `yes`, `1.50` or `2025-07-15` into other types; quoting keeps the text.
         raise input_error(
-            path, f"invalid front matter: {key!r} must be text, got {value!r} (quote it)"
+            path, f"invalid front matter: {key!r} must be text, got {short_repr(value)} (quote it)"
         )
     return str(value)
 

@@ -319,11 +319,23 @@ def _read_json(path: Path, text: str) -> tuple[set[str], list[_Row]]:
 
 
 def _parse_json(path: Path, label: str, text: str) -> object:
+    where = f"{label}: " if label else ""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        where = f"{label}: " if label else ""
         raise input_error(path, f"{where}invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except RecursionError:
+        raise input_error(path, f"{where}invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise input_error(path, f"{where}invalid JSON: {exc}") from None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        # "\ud800" escapes a lone surrogate: no text, and nothing a run could store
+        raise input_error(path, f"{where}a string holds a lone surrogate escape") from None
+    except RecursionError:
+        raise input_error(path, f"{where}invalid JSON: nested too deeply") from None
+    return value
 
 
 def _json_object(path: Path, label: str, value: object) -> dict[str, object]:

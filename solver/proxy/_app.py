@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -74,6 +75,9 @@ def _correlation_id(headers: dict[str, str]) -> str:
     if 0 < len(given) <= 128 and given.isascii() and given.isprintable():
         return given
     return uuid7()
+
+
+MAX_ADMIN_BODY_BYTES = 4096
 
 
 async def _read_body(receive: Receive) -> bytes | None:
@@ -287,11 +291,17 @@ def build_app(config: ProxyConfig) -> Starlette:
         if not _authorized(state, dict(request.headers)):
             return JSONResponse({"error": "missing or wrong proxy token"}, 401)
         if request.method == "POST":
+            body = bytearray()
+            async for chunk in request.stream():  # bounded: {"provider": NAME} is tiny
+                body += chunk
+                if len(body) > MAX_ADMIN_BODY_BYTES:
+                    message = f"admin body is larger than {MAX_ADMIN_BODY_BYTES} bytes"
+                    return JSONResponse({"error": message}, 413)
             try:
-                name = (await request.json())["provider"]
+                name = json.loads(body)["provider"]
                 if not isinstance(name, str):
                     raise TypeError
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, IndexError, RecursionError):
                 return JSONResponse({"error": 'body must be {"provider": NAME}'}, 400)
             try:
                 state.config.provider(name)

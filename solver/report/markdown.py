@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+from solver._util.terminal import visible
 from solver.report.load import CallView, RunReport, lineage_children
+
+
+def inert(markdown: str) -> str:
+    """The report as text no viewer executes: raw HTML (``<script>``, ``<img onerror>``) is
+    escaped, since every CommonMark viewer passes it through, and control characters are
+    shown rather than sent to the terminal that prints the report."""
+    return visible(markdown).replace("<", "&lt;")
 
 
 def format_seconds(value: float | None) -> str:
@@ -149,4 +157,4 @@ def render_markdown(report: RunReport) -> str:
             f"{format_seconds(c.seconds)} |"
         )
     out += ["", "Prompts and responses of every call: `solver report RUN --html FILE`.", ""]
-    return "\n".join(out)
+    return inert("\n".join(out))

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 
 from solver import roles
 from solver._util.clock import utc_now
-from solver.config import ResolvedSettings, Settings, mask_url
+from solver._util.masking import mask_argv, mask_url
+from solver.config import ResolvedSettings, Settings
 from solver.errors import RunCorrupt
 from solver.identity import code_identity
 from solver.llm import Endpoint
@@ -71,9 +72,11 @@ def build_manifest(
             record=problem,
         ),
         config=ManifestConfig(resolved=config, sources=resolved.sources),
-        argv=argv,
+        argv=mask_argv(argv),
         code=code_identity(),
-        endpoint=recorded_endpoint,
+        # User info and query values are credentials: never stored; a resume takes the
+        # URL again from this session's configuration (see solver.run.sources).
+        endpoint=recorded_endpoint.model_copy(update={"url": mask_url(recorded_endpoint.url)}),
         model=ManifestModel(requested=endpoint.model or None),
         templates=roles.template_digests(),
         roles=ManifestRoles(

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from solver import roles
 from solver._util.clock import seconds_between, utc_stamp
+from solver._util.masking import mask_argv, mask_url
 from solver.config import ResolvedSettings, Settings
 from solver.errors import (
     EndpointUnavailable,
@@ -191,6 +192,8 @@ class SessionPlan:
     make_progress: ProgressFactory
     # Within an evaluation, the call slots the runs of a set share.
     capacity: SharedCapacity | None = None
+    # the masked URL `solver resume --endpoint` moved this session to (recorded with it)
+    moved_endpoint: str | None = None
 
 
 class _Session:
@@ -213,8 +216,9 @@ class _Session:
                 pid=os.getpid(),
                 host=host_name(),
                 code=code_identity(),
-                argv=self.plan.argv,
+                argv=mask_argv(self.plan.argv),
                 allow_model_change=self.plan.allow_model_change,
+                endpoint=self.plan.moved_endpoint,
             )
         )
 
@@ -258,7 +262,7 @@ class _Session:
             changed = state.first_served_model
         self.recorder.append(
             EndpointProbed(
-                url=info.url,
+                url=mask_url(info.url),
                 models=list(info.models),
                 served_model=served,
                 context_length=info.context_length,
@@ -505,7 +509,11 @@ async def resume_run(
     argv: list[str],
     make_progress: ProgressFactory,
     capacity: SharedCapacity | None = None,
+    endpoint: str | None = None,
 ) -> RunOutcome:
+    """Continue a run. The run is checked first (lock, chain, manifest binding, the
+    endpoint it may talk to); only then is anything sent. ``endpoint`` moves the run to
+    another server (`solver resume RUN --endpoint URL`), recorded for this session."""
     if not (run_dir / "MANIFEST.json").is_file():
         raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
     today = resolved_now.settings.signing_key
@@ -528,11 +536,13 @@ async def resume_run(
             return finished_outcome(store, state)
         settings = settings_of_run(manifest, resolved_now)
         problem = manifest.problem.record
+        target = resume_endpoint(
+            manifest.endpoint, manifest.model.requested, resolved_now.settings, endpoint
+        )
         record_inputs(recorder, problem, manifest.evaluation, manifest.given_proof)
-        api_key = settings.api_key.get_secret_value() if settings.api_key else None
         plan = SessionPlan(
             settings=settings,
-            endpoint=resume_endpoint(manifest.endpoint, manifest.model.requested, api_key),
+            endpoint=target.endpoint,
             problem=problem,
             evaluation=manifest.evaluation,
             reason="resume",
@@ -540,6 +550,7 @@ async def resume_run(
             allow_model_change=allow_model_change,
             make_progress=make_progress,
             capacity=capacity,
+            moved_endpoint=target.moved,
         )
         return await _drive(store, state, plan)
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from solver import roles
+from solver._util.masking import MASK, mask_url
 from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged
@@ -114,13 +116,44 @@ def live_descriptor() -> EndpointDescriptor | None:
     return descriptor
 
 
+@dataclass(frozen=True)
+class ResumeTarget:
+    """Where a resumed session sends its requests, and ``moved``: the masked URL to record in
+    its ``session.started`` when it is not the run's own endpoint (`resume --endpoint`)."""
+
+    endpoint: Endpoint
+    moved: str | None
+
+
+def _same_url(a: str, b: str) -> bool:
+    return a.rstrip("/") == b.rstrip("/")
+
+
 def resume_endpoint(
-    recorded: ManifestEndpoint, requested_model: str | None, api_key: str | None
-) -> Endpoint:
-    """The endpoint a resumed run talks to: the manifest's URL, except for the embedded model,
-    whose port changes with every `solver local up`; then the current local descriptor, which
-    must serve the same GGUF file."""
-    url = recorded.url
+    recorded: ManifestEndpoint,
+    requested_model: str | None,
+    now: Settings,
+    moved_to: str | None = None,
+) -> ResumeTarget:
+    """The endpoint a resumed run talks to, decided before anything is sent.
+
+    - ``moved_to`` (`solver resume RUN --endpoint URL`): that URL, for a server that moved.
+    - the embedded model: the current `solver local up` descriptor (its port changes every
+      time), which must serve the same GGUF file.
+    - otherwise the run's own URL. Its user info and query values were masked when stored,
+      so a URL that held them must be named again by this session's configuration.
+
+    Today's API key goes only to an endpoint this session's configuration names (settings
+    or ``--endpoint``); a configured endpoint that differs from the run's is refused, naming
+    both, rather than silently ignored or silently followed."""
+    recorded_url = recorded.url
+    configured = now.endpoint
+    api_key = now.api_key.get_secret_value() if now.api_key else None
+    model = requested_model or ""
+    if moved_to is not None:
+        shown = mask_url(moved_to)
+        moved = None if _same_url(shown, recorded_url) else shown
+        return ResumeTarget(Endpoint(moved_to, recorded.api, model, api_key), moved)
     if recorded.source == "local":
         descriptor = live_descriptor()
         if descriptor is None or descriptor.source != "local":
@@ -132,13 +165,28 @@ def resume_endpoint(
                 f"the embedded model now serves GGUF {descriptor.gguf_sha256}, but this run "
                 f"used {recorded.gguf_sha256}: start `solver local up` with that file"
             )
-        url = descriptor.base_url
-    return Endpoint(
-        base_url=url,
-        api=recorded.api,
-        model=requested_model or "",
-        api_key=api_key,
-    )
+        key = api_key if configured and _same_url(configured, descriptor.base_url) else None
+        return ResumeTarget(Endpoint(descriptor.base_url, recorded.api, model, key), None)
+    if configured is not None and not _same_url(mask_url(configured), recorded_url):
+        raise InputError(
+            f"this run's endpoint is {recorded_url}, but this session's configuration names "
+            f"{mask_url(configured)}: to move the run there, pass it explicitly with "
+            "`solver resume RUN --endpoint URL`; otherwise unset it"
+        )
+    if configured is not None:
+        return ResumeTarget(Endpoint(configured, recorded.api, model, api_key), None)
+    if MASK in recorded_url:
+        raise InputError(
+            f"this run's endpoint {recorded_url} held credentials, which are never stored: "
+            "name it again with SOLVER_ENDPOINT or `solver resume RUN --endpoint URL`"
+        )
+    if api_key is not None:
+        raise InputError(
+            f"an API key is configured but no endpoint: set SOLVER_ENDPOINT to this run's "
+            f"endpoint ({recorded_url}) or pass --endpoint, so that the key is sent only "
+            "where this session says"
+        )
+    return ResumeTarget(Endpoint(recorded_url, recorded.api, model, None), None)
 
 
 def run_signing_key(manifest: Manifest, today: Path | None) -> Path | None:

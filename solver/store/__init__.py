@@ -2,7 +2,7 @@
 signed seals and an attestation. Knows nothing of the loop; see docs/format.md."""
 
 from solver._util.clock import record_time as utc_now
-from solver.store._fs import canonical_json, write_atomic
+from solver.store._fs import canonical_json, read_regular, write_atomic
 from solver.store.attest import generate_key_pair, load_public_key, pae
 from solver.store.blobs import BlobRef, BlobWriter, iter_blob_refs
 from solver.store.errors import (
@@ -14,6 +14,7 @@ from solver.store.errors import (
     RunExists,
     StorageFull,
     StoreError,
+    UnsafeEntry,
 )
 from solver.store.journal import Record
 from solver.store.manifest import FORMAT
@@ -36,12 +37,14 @@ __all__ = [
     "RunStore",
     "StorageFull",
     "StoreError",
+    "UnsafeEntry",
     "canonical_json",
     "generate_key_pair",
     "holds_only_create_leftovers",
     "iter_blob_refs",
     "load_public_key",
     "pae",
+    "read_regular",
     "store_record_models",
     "utc_now",
     "write_atomic",

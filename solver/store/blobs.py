@@ -11,6 +11,7 @@ model client does) and takes the digest at ``commit``.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 from collections.abc import Iterator
@@ -20,12 +21,15 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 from solver._util.fs import temp_name
-from solver.store._fs import crash_point, fsync_dir, storage_errors
-from solver.store.errors import BlobCorrupt, BlobMissing, StoreError
+from solver.store._fs import check_entry, crash_point, fsync_dir, open_regular, storage_errors
+from solver.store.errors import BlobCorrupt, BlobMissing, StoreError, UnsafeEntry
 
 _DIGEST = re.compile(r"sha256:([0-9a-f]{64})")
 READ_CHUNK = 1 << 20
 WRITE_BUFFER = 256 << 10
+# No blob is larger than this (a model response is megabytes); a bigger file is refused
+# before it is read, and a blob read whole is also held to the size its record gives.
+MAX_BLOB_BYTES = 1 << 34
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +80,8 @@ def hash_file(path: Path, buffer: bytearray | None = None) -> tuple[str, int]:
     buf = buffer if buffer is not None else bytearray(READ_CHUNK)
     view = memoryview(buf)
     size = 0
-    with path.open("rb", buffering=0) as handle:
+    with open_regular(path, MAX_BLOB_BYTES) as handle:
+        assert isinstance(handle, io.BufferedReader)
         while True:
             count = handle.readinto(view)
             if not count:
@@ -104,19 +109,30 @@ class BlobStore:
     def exists(self, digest: str) -> bool:
         if digest in self._known:
             return True
-        if self.path_for(digest).is_file():
+        path = self.path_for(digest)
+        check_entry(path.parent, "dir")
+        check_entry(path, "file")
+        if path.is_file():
             self._known.add(digest)
             return True
         return False
 
     def read(self, ref: BlobRef | str) -> bytes:
-        """The blob's bytes, checked against its name."""
+        """The blob's bytes, checked against its name (and its size, when ``ref`` gives one:
+        a file bigger than its record says is refused before it is read)."""
         digest = ref.digest if isinstance(ref, BlobRef) else ref
+        limit = ref.size if isinstance(ref, BlobRef) else MAX_BLOB_BYTES
         path = self.path_for(digest)
+        check_entry(path.parent, "dir")
         try:
-            data = path.read_bytes()
+            with open_regular(path, limit) as handle:
+                data = handle.read(min(limit, os.fstat(handle.fileno()).st_size) + 1)
         except FileNotFoundError:
             raise BlobMissing(digest) from None
+        except UnsafeEntry as exc:
+            if "bound" in exc.reason:  # oversized: its content cannot hash to its name
+                raise BlobCorrupt(digest, "a file over the recorded size") from None
+            raise
         actual = "sha256:" + hashlib.sha256(data).hexdigest()
         if actual != digest:
             raise BlobCorrupt(digest, actual)
@@ -125,8 +141,10 @@ class BlobStore:
     def open(self, ref: BlobRef | str) -> BinaryIO:
         """A binary file object on the blob (unchecked; for streaming large blobs)."""
         digest = ref.digest if isinstance(ref, BlobRef) else ref
+        path = self.path_for(digest)
+        check_entry(path.parent, "dir")
         try:
-            return self.path_for(digest).open("rb")
+            return open_regular(path, MAX_BLOB_BYTES)
         except FileNotFoundError:
             raise BlobMissing(digest) from None
 
@@ -137,7 +155,7 @@ class BlobStore:
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         if digest in self._durable:
             return BlobRef(digest, len(data))
-        if self.path_for(digest).is_file():
+        if self.exists(digest):
             self._confirm_durable(digest)
             return BlobRef(digest, len(data))
         with self.writer(hashed=False) as writer:  # hashed just above
@@ -146,11 +164,12 @@ class BlobStore:
 
     def iter_files(self) -> Iterator[Path]:
         """Every file in the fan-out tree, whatever its name (the audit judges the names)."""
+        check_entry(self.tree, "dir")
         if not self.tree.is_dir():
             return
         for fan in sorted(self.tree.iterdir()):
-            if fan.is_dir():
-                yield from sorted(p for p in fan.iterdir() if p.is_file())
+            if fan.is_dir() and not fan.is_symlink():
+                yield from sorted(fan.iterdir())
             else:
                 yield fan
 
@@ -177,7 +196,8 @@ class BlobStore:
         if digest in self._durable:
             return
         target = self.path_for(digest)
-        fd = os.open(target, os.O_RDONLY)
+        check_entry(target, "file")
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
             os.fsync(fd)
         finally:

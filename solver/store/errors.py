@@ -7,6 +7,7 @@
     ├── NotARun                 the directory is missing or holds no MANIFEST.json (NotFound)
     ├── LockHeld                another live process is the run's writer (RunLocked)
     ├── CorruptionError         the journal is damaged beyond a torn tail (RunCorrupt)
+    │   └── UnsafeEntry         a symlink, special file, oversized file or escaping name
     ├── BlobMissing             a referenced blob is absent (RunCorrupt)
     └── BlobCorrupt             a blob's bytes do not hash to its name (RunCorrupt)
 
@@ -62,6 +63,18 @@ class CorruptionError(StoreError, RunCorrupt):
         super().__init__(f"journal corrupt at seq {seq}: {reason}")
         self.seq = seq
         self.reason = reason
+
+
+class UnsafeEntry(CorruptionError):
+    """An entry of the run directory that no writer of ours makes: a symbolic link, a FIFO
+    or device where a file belongs, a file over its size bound, or a name that leads out of
+    the run. Refused before it is opened or followed (exit 65, like any damaged run)."""
+
+    def __init__(self, path: str, what: str) -> None:
+        StoreError.__init__(self, f"{path}: {what} (refused: the run directory is damaged)")
+        self.seq = 0
+        self.reason = what
+        self.path = path
 
 
 class BlobMissing(StoreError, RunCorrupt):

@@ -119,14 +119,17 @@ def parse_line(line: bytes) -> Record:
     Strict: the line must be exactly the canonical JSON of what it parses to (re-serialised
     and compared), so duplicate keys, NaN or Infinity, and any other spelling of the same
     value are refused and every verifier reads one line one way."""
-    obj = _decode(line)
     try:
-        canonical = _CANONICAL.encode(obj).encode("utf-8") == line
-    except (TypeError, ValueError):  # NaN or Infinity (read by the fallback parser)
-        canonical = False
-    if not canonical:
-        # orjson reads integers beyond 64 bits as floats: the standard library decides.
-        obj = _strict_decode(line)
+        obj = _decode(line)
+        try:
+            canonical = _CANONICAL.encode(obj).encode("utf-8") == line
+        except (TypeError, ValueError):  # NaN or Infinity (read by the fallback parser)
+            canonical = False
+        if not canonical:
+            # orjson reads integers beyond 64 bits as floats: the standard library decides.
+            obj = _strict_decode(line)
+    except RecursionError:  # a hostile line nested 100,000 deep
+        raise ValueError("not a record: nested too deeply") from None
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     if obj.keys() != RECORD_KEYS:

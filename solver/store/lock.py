@@ -5,16 +5,19 @@ when its holder dies, so a crashed writer never leaves a stale lock behind."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
 import socket
+import stat
 from pathlib import Path
 from time import sleep
 from typing import Any
 
 from solver._util.fs import write_all
-from solver.store.errors import LockHeld
+from solver.store._fs import MAX_SMALL_FILE_BYTES, read_regular
+from solver.store.errors import LockHeld, UnsafeEntry
 
 LOCK_NAME = ".lock"
 PROBE_RETRIES = 5
@@ -23,8 +26,8 @@ PROBE_RETRY_S = 0.02
 
 def _read_holder(path: Path) -> dict[str, Any]:
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = json.loads(read_regular(path, MAX_SMALL_FILE_BYTES))
+    except (OSError, ValueError, RecursionError, UnsafeEntry):
         return {}
     return info if isinstance(info, dict) else {}
 
@@ -42,6 +45,24 @@ def _try_exclusive(fd: int) -> bool:
     return False
 
 
+def _open_lock_file(path: Path, flags: int) -> int:
+    """The lock file, never through a symlink and never a FIFO or device (a planted link
+    would have the writer truncate a file outside the run; a FIFO would block the open)."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeEntry(str(path), "is a symbolic link") from None
+        if exc.errno == errno.EISDIR:
+            raise UnsafeEntry(str(path), "is a directory, not a file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeEntry(str(path), "is not a regular file")
+    os.set_blocking(fd, True)
+    return fd
+
+
 class WriterLock:
     """Held from :meth:`acquire` until :meth:`release` (or the process ends)."""
 
@@ -50,7 +71,7 @@ class WriterLock:
         self._fd: int | None = None
 
     def acquire(self, session: int) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
         if not _try_exclusive(fd):
             os.close(fd)
             holder = _read_holder(self.path)
@@ -94,7 +115,7 @@ def lock_holder(run_dir: Path) -> dict[str, Any] | None:
     Probes with a shared, non-blocking flock that it drops at once."""
     path = run_dir / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = _open_lock_file(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:

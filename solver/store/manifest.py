@@ -72,6 +72,8 @@ def parse_manifest(data: bytes) -> dict[str, Any]:
         obj = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError("not JSON (nested too deeply)") from None
     if not isinstance(obj, dict):
         raise ValueError("not a JSON object")
     if obj.get("format") not in FORMATS:

@@ -8,8 +8,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from solver.store._fs import (
+    MAX_JOURNAL_BYTES,
+    MAX_MANIFEST_BYTES,
+    check_entry,
+    read_regular,
+    read_regular_or_empty,
+)
 from solver.store.blobs import BlobRef, BlobStore
-from solver.store.errors import CorruptionError, NotARun
+from solver.store.errors import CorruptionError, NotARun, UnsafeEntry
 from solver.store.journal import JournalScan, Record, TornTail, scan_journal
 from solver.store.lock import lock_holder, lock_info
 from solver.store.manifest import manifest_digest, parse_manifest
@@ -27,7 +34,7 @@ class RunReader:
     @cached_property
     def manifest_bytes(self) -> bytes:
         try:
-            return (self.run_dir / MANIFEST_NAME).read_bytes()
+            return read_regular(self.run_dir / MANIFEST_NAME, MAX_MANIFEST_BYTES)
         except FileNotFoundError:
             raise NotARun(str(self.run_dir), "no MANIFEST.json") from None
 
@@ -53,7 +60,7 @@ class RunReader:
 
     def scan(self) -> JournalScan:
         """Every parseable record, every break of the chain, and the torn tail if any."""
-        data = self.journal_path.read_bytes() if self.journal_path.exists() else b""
+        data = read_regular_or_empty(self.journal_path, MAX_JOURNAL_BYTES)
         scan = scan_journal(data, self.manifest_digest)
         self.torn_tail = scan.torn
         return scan
@@ -87,8 +94,26 @@ class RunReader:
         return lock_info(self.run_dir)
 
     def files_in(self, name: str) -> list[Path]:
-        """The regular files of a subdirectory (seals, quarantine, final), sorted."""
+        """The entries of a subdirectory (seals, quarantine, final), sorted. Each must be a
+        regular file: a symlink or special file there is refused (UnsafeEntry), since a
+        reader that opened it could block, read forever, or read outside the run."""
         directory = self.run_dir / name
+        check_entry(directory, "dir")
         if not directory.is_dir():
             return []
-        return sorted(p for p in directory.iterdir() if p.is_file())
+        entries = sorted(directory.iterdir())
+        for entry in entries:
+            check_entry(entry, "file")
+        return entries
+
+    def run_file(self, relative: str) -> Path:
+        """``run_dir/relative`` for a name a record gave, refused (UnsafeEntry) when it would
+        lead out of the run: absolute, ``..``, or through a symlink."""
+        parts = Path(relative).parts
+        if not parts or Path(relative).is_absolute() or ".." in parts or "\0" in relative:
+            raise UnsafeEntry(repr(relative)[:200], "names a file outside the run directory")
+        path = self.run_dir
+        for part in parts:
+            path = path / part
+            check_entry(path, "dir" if path != self.run_dir / relative else "file")
+        return path

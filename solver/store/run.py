@@ -22,12 +22,17 @@ from typing import Any, BinaryIO
 from solver._util.clock import record_time as utc_now
 from solver._util.fs import write_all
 from solver.store._fs import (
+    MAX_JOURNAL_BYTES,
+    MAX_MANIFEST_BYTES,
     canonical_json,
+    check_entry,
     crash_armed,
     crash_point,
     die,
     fsync_dir,
     make_dirs,
+    read_regular,
+    read_regular_or_empty,
     remove_temp_files,
     sha256_tag,
     storage_errors,
@@ -67,7 +72,7 @@ from solver.store.models import (
 MANIFEST_NAME = "MANIFEST.json"
 JOURNAL_NAME = "journal.jsonl"
 ATTESTATION_NAME = "attestation.intoto.jsonl"
-_FINAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+FINAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _QUARANTINE_NAME = re.compile(r"journal\.jsonl\.(\d+)(?:\.(\d+))?\.tail")
 
 
@@ -98,6 +103,19 @@ def holds_only_create_leftovers(run_dir: Path) -> bool:
     nothing was recorded, so the directory counts as empty and a new run may start in it."""
     leftovers = (LOCK_NAME, "blobs")
     return all(e.name in leftovers or e.name.endswith(".tmp") for e in run_dir.iterdir())
+
+
+_RUN_DIRS = ("blobs", "blobs/sha256", "blobs/tmp", "seals", "final", "quarantine")
+_RUN_FILES = (MANIFEST_NAME, JOURNAL_NAME, ATTESTATION_NAME, LOCK_NAME)
+
+
+def check_run_entries(run_dir: Path) -> None:
+    """Refuse a run whose own entries are symlinks or special files (UnsafeEntry): the
+    writer would otherwise write, truncate or delete through them, outside the run."""
+    for name in _RUN_DIRS:
+        check_entry(run_dir / name, "dir")
+    for name in _RUN_FILES:
+        check_entry(run_dir / name, "file")
 
 
 class RunStore:
@@ -162,6 +180,7 @@ class RunStore:
         lock = WriterLock(run_dir)
         lock.acquire(session=0)
         try:
+            check_run_entries(run_dir)
             if not holds_only_create_leftovers(run_dir):
                 raise RunExists(str(run_dir))
             store_blobs = BlobStore(run_dir / "blobs")
@@ -205,12 +224,13 @@ class RunStore:
         lock = WriterLock(run_dir)
         lock.acquire(session=0)
         try:
-            raw = manifest_path.read_bytes()
+            check_run_entries(run_dir)
+            raw = read_regular(manifest_path, MAX_MANIFEST_BYTES)
             try:
                 store = cls(run_dir, raw, lock, signing_key, seal_every, seal_interval_s)
             except ValueError as exc:
                 raise CorruptionError(0, f"MANIFEST.json: {exc}") from None
-            journal = store._journal.read_bytes() if store._journal.exists() else b""
+            journal = read_regular_or_empty(store._journal, MAX_JOURNAL_BYTES)
             store._start(journal)
         except BaseException:
             lock.release()
@@ -252,7 +272,8 @@ class RunStore:
                     f"(format {self.manifest['format']})",
                 )
         fresh = not self._journal.exists()
-        self._fd = os.open(self._journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        self._fd = os.open(self._journal, flags, 0o644)
         if fresh:
             fsync_dir(self.run_dir)
         self._size = scan.good_size
@@ -321,7 +342,9 @@ class RunStore:
         # quarantined bytes are never overwritten, so the second one gets its own name.
         name = f"quarantine/journal.jsonl.{torn.offset}.tail"
         extra = 1
-        while (self.run_dir / name).exists() and (self.run_dir / name).read_bytes() != torn.data:
+        while (self.run_dir / name).exists() and (
+            read_regular(self.run_dir / name, MAX_JOURNAL_BYTES) != torn.data
+        ):
             name = f"quarantine/journal.jsonl.{torn.offset}.{extra}.tail"
             extra += 1
         write_atomic(self.run_dir / name, torn.data)
@@ -350,7 +373,7 @@ class RunStore:
             name = f"quarantine/{path.name}"
             match = _QUARANTINE_NAME.fullmatch(path.name)
             assert match is not None
-            data = path.read_bytes()
+            data = read_regular(path, MAX_JOURNAL_BYTES)
             record = TailTruncated(
                 offset=int(match.group(1)), bytes=len(data), sha256=sha256_tag(data), file=name
             )
@@ -525,7 +548,7 @@ class RunStore:
 
     def write_final(self, name: str, data: bytes) -> BlobRef:
         """Store ``data`` as a blob and as the human-readable copy final/<name>."""
-        if _FINAL_NAME.fullmatch(name) is None or name in (".", ".."):
+        if FINAL_NAME.fullmatch(name) is None or name in (".", ".."):
             raise StoreError(f"final artifact name must be a plain file name: {name!r}")
         ref = self.put_blob(data)
         make_dirs(self.run_dir / "final")

@@ -75,24 +75,27 @@ def test_no_endpoint_names_both_servers() -> None:
 
 def test_resume_follows_the_local_server_to_its_new_port() -> None:
     describe(os.getpid(), 42000)  # a live pid
-    endpoint = resume_endpoint(local_manifest(), None, None)
-    assert endpoint.base_url == "http://127.0.0.1:42000/v1"
+    target = resume_endpoint(local_manifest(), None, Settings())
+    assert target.endpoint.base_url == "http://127.0.0.1:42000/v1"
 
 
 def test_resume_refuses_another_gguf() -> None:
     describe(os.getpid(), 42000, gguf="cd" * 32)
     with pytest.raises(ModelChanged, match="GGUF"):
-        resume_endpoint(local_manifest(), None, None)
+        resume_endpoint(local_manifest(), None, Settings())
 
 
 def test_resume_of_a_local_run_without_the_local_server() -> None:
     with pytest.raises(EndpointUnavailable, match="solver local up"):
-        resume_endpoint(local_manifest(), None, None)
+        resume_endpoint(local_manifest(), None, Settings())
     describe(os.getpid(), 42000, source="serve:sglang", gguf=None)
     with pytest.raises(EndpointUnavailable, match="solver local up"):
-        resume_endpoint(local_manifest(), None, None)
+        resume_endpoint(local_manifest(), None, Settings())
 
 
 def test_resume_of_a_configured_endpoint_keeps_its_url() -> None:
     manifest = local_manifest().model_copy(update={"source": "configured"})
-    assert resume_endpoint(manifest, None, "k").base_url == "http://127.0.0.1:41000/v1"
+    now = Settings(endpoint="http://127.0.0.1:41000/v1/", api_key="k")  # type: ignore[arg-type]
+    target = resume_endpoint(manifest, None, now)
+    assert target.endpoint.base_url == "http://127.0.0.1:41000/v1/"
+    assert target.endpoint.api_key == "k" and target.moved is None

@@ -28,6 +28,7 @@ from solver.store import (
     RunStore,
     StorageFull,
     StoreError,
+    UnsafeEntry,
     canonical_json,
     iter_blob_refs,
     store_record_models,
@@ -419,8 +420,8 @@ def test_a_failed_reopen_releases_everything(tmp_path: Path) -> None:
     RunStore.create(run_dir, MANIFEST).close()
     with (run_dir / "journal.jsonl").open("ab") as handle:
         handle.write(b'{"torn')
-    (run_dir / "quarantine").write_text("in the way")  # the repair cannot create its folder
-    with pytest.raises(FileExistsError):
+    (run_dir / "quarantine").write_text("in the way")  # a file where a folder belongs
+    with pytest.raises(UnsafeEntry, match="quarantine: is not a directory"):
         RunStore.open(run_dir)
     assert RunReader(run_dir).lock_holder() is None
     (run_dir / "quarantine").unlink()
