@@ -85,6 +85,7 @@ def group(
     from solver.proxy import (
         DEFAULT_PORT,
         check_binding,
+        check_database,
         load_config,
         quick_config,
         serve,
@@ -109,6 +110,8 @@ def group(
     if store_bodies:
         config = with_overrides(config, store_bodies=True)
     check_binding(config)
+    if config.telemetry is not None:
+        check_database(config.telemetry)
     names = ", ".join(f"{p.name} ({p.api} {mask_url(p.base_url)})" for p in config.providers)
     click.echo(f"proxy on http://{config.host}:{config.port}  providers: {names}", err=True)
     try:

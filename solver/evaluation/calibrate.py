@@ -93,6 +93,10 @@ def load_graded(path: Path) -> list[GradedProof]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise input_error(path, f"line {line_no}: not JSON ({exc.msg})") from None
+        except RecursionError:
+            raise input_error(path, f"line {line_no}: not JSON (nested too deeply)") from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise input_error(path, f"line {line_no}: not JSON ({exc})") from None
         if not isinstance(row, dict):
             raise input_error(path, f"line {line_no}: not a JSON object")
         try:

@@ -36,7 +36,7 @@ from ._config import (
 from ._server import ProxyServer, serve
 from ._signature import BRIDGE_PREFIX
 from ._state import persist_active
-from ._telemetry import RequestRecord, summarise
+from ._telemetry import RequestRecord, check_database, summarise
 
 __all__ = [
     "BRIDGE_PREFIX",
@@ -54,6 +54,7 @@ __all__ = [
     "apply_change",
     "build_app",
     "check_binding",
+    "check_database",
     "claude_change",
     "codex_change",
     "is_loopback",

@@ -16,6 +16,8 @@ from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from solver.errors import ConfigError
+
 from ._wire import uuid7
 
 SCHEMA = """
@@ -88,6 +90,15 @@ _COLUMNS = [f.name for f in fields(RequestRecord)]
 _INSERT = (
     f"INSERT INTO requests ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' for _ in _COLUMNS)})"
 )
+
+
+def check_database(path: Path) -> None:
+    """Open (or create) the telemetry file once, so that a file that is not a database, or
+    one that cannot be written, is a clear configuration error before the server starts."""
+    try:
+        connect(path).close()
+    except sqlite3.Error as exc:
+        raise ConfigError(f"{path}: not a usable telemetry database ({exc})") from None
 
 
 def connect(path: Path) -> sqlite3.Connection:

@@ -262,6 +262,22 @@ def _set_int(ctx: Ctx) -> None:
     expect_code(run_cli(["problem", "set-info", str(path)]), 2, "set.jsonl")
 
 
+@case("calibrate-huge-integer", "8", "parser limits (JSON numbers)", "exit 2")
+def _calibrate_int(ctx: Ctx) -> None:
+    path = ctx.write("graded.jsonl", '{"id": "a", "score": ' + "9" * 5000 + "}\n")
+    expect_code(run_cli(["eval", "calibrate", str(path)]), 2, "graded.jsonl: line 1: not JSON")
+    path = ctx.write("deep.jsonl", '{"a":' * 100_000 + "1" + "}" * 100_000 + "\n")
+    expect_code(run_cli(["eval", "calibrate", str(path)]), 2, "nested too deeply")
+
+
+@case("telemetry-not-a-database", "8", "a file of the wrong kind", "exit 2, no uvicorn traceback")
+def _telemetry_file(ctx: Ctx) -> None:
+    path = ctx.write("telemetry.sqlite", "not a database, just text\n")
+    argv = ["proxy", "--upstream", "http://127.0.0.1:9/v1", "--port", "0", "--telemetry", str(path)]
+    expect_code(run_cli(argv), 2, "not a usable telemetry database")
+    assert path.read_text() == "not a database, just text\n"  # nothing already there changed
+
+
 @case("set-deep-json", "8", "parser limits (JSON depth)", "exit 2, no RecursionError")
 def _set_deep(ctx: Ctx) -> None:
     path = ctx.write("deep.json", "[" * 50_000 + "]" * 50_000)
