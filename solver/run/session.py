@@ -89,8 +89,16 @@ def policy_config(
         verifications=acceptance.verifications,
         accepted_needed=acceptance.accepted_needed,
         max_failed_rounds=acceptance.max_failed_rounds,
-        max_lineages=acceptance.max_lineages or 3 * settings.candidates,
+        max_lineages=_lineage_cap(settings),
         abandon_on_recurring=acceptance.abandon_on_recurring,
+        reverify_no_verdict=acceptance.reverify_no_verdict,
+        max_verifications=acceptance.max_verifications or 0,
+        overturned_fail_passes=acceptance.overturned_fail_passes,
+        verify_stage=acceptance.verify_stage,
+        cancel_on_blocking=acceptance.cancel_on_blocking,
+        review_minor_on_pass=acceptance.review_minor_on_pass,
+        recurrence_rounds=acceptance.recurrence_rounds,
+        best_version=acceptance.best_version,
         wall_clock_s=settings.budget.wall_clock_s,
         total_tokens=settings.budget.total_tokens,
         calls=settings.budget.calls,
@@ -104,6 +112,20 @@ def policy_config(
         draft_scheme=scheme and grading.draft_scheme,
         variants={name: roles.get_role(name).variants for name in roles.POLICY_KEYS},
     )
+
+
+def _lineage_cap(settings: Settings) -> int:
+    """How many lineages may be started: as set; else, when the budget drives the search,
+    as many as a budget allows (the budget ends the search, not a count); else 3 x candidates."""
+    acceptance, budget = settings.acceptance, settings.budget
+    if acceptance.max_lineages is not None:
+        return acceptance.max_lineages
+    has_budget = any(
+        b is not None for b in (budget.wall_clock_s, budget.total_tokens, budget.calls)
+    )
+    if acceptance.lineages_follow_budget and has_budget:
+        return 1_000_000
+    return 3 * settings.candidates
 
 
 def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[str, Any]]:
