@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import random
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable
@@ -73,8 +74,21 @@ class Policy:
 
 # Baselines as configurations of the same loop. Each flag's source is cited; what the loop
 # cannot express is listed in docs/bench-policy.md ("How faithful the baselines are").
+NEW = {
+    "acceptance.reverify_no_verdict": True,  # Deliver 2 point 2
+    "acceptance.overturned_fail_passes": False,  # point 4
+    "acceptance.verify_stage": 2,  # point 5
+    "acceptance.cancel_on_blocking": True,  # point 5
+    "acceptance.review_minor_on_pass": False,  # point 5
+    "acceptance.recurrence_rounds": 2,  # point 1
+    "acceptance.best_version": True,  # point 3
+    "acceptance.lineages_follow_budget": True,  # point 1
+    "concurrency": 20,  # point 5: candidates x K
+}
+
 POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
+    Policy("new", "issue 19 Deliver 2 settings", NEW),
     Policy(
         "hy",
         "lyang36/IMO25 code/agent.py",
@@ -257,7 +271,9 @@ def run_session(
                 seams=Seams(client=client, clock=gpu.clock),
             )
         )
-    return summarise(outcome.run_dir, policy, params, lab, gpu, seed, audit)
+    session = summarise(outcome.run_dir, policy, params, lab, gpu, seed, audit)
+    shutil.rmtree(outcome.run_dir)  # hundreds of runs would fill the scratch space
+    return session
 
 
 def _proof_state(run_dir: Path, state: RunState, lab: LabModel, lineage: str, version: int) -> Any:

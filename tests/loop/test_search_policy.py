@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from solver.errors import InputError
 from solver.testing.fake_endpoint import RecordedRequest, Reply
 from tests.loop import scripts
 from tests.loop.harness import ScriptedEndpoint, audit_ok, solve, state_of
@@ -160,3 +163,15 @@ def test_lineages_follow_the_budget(tmp_path: Path) -> None:
     state = state_of(outcome.run_dir)
     assert len(state.lineages) > 3  # past the old cap of 3 x candidates
     assert state.budget_exhausted.startswith("call budget")
+
+
+def test_temperature_zero_with_more_verifications_than_variants_is_refused(
+    tmp_path: Path,
+) -> None:
+    with ScriptedEndpoint(scripts.solved) as fake, pytest.raises(InputError, match="byte for byte"):
+        solve(
+            fake,
+            tmp_path,
+            acceptance__verifications=5,
+            **{"roles.verifier.temperature": 0.0},
+        )
