@@ -24,6 +24,7 @@ import json
 from collections.abc import Callable
 from typing import Protocol
 
+from solver._util.ids import uuid7 as new_request_id
 from solver.llm import (
     AttemptEnd,
     AttemptObserver,
@@ -36,7 +37,6 @@ from solver.llm import (
     ServerInfo,
     Usage,
 )
-from solver.llm._ids import new_request_id
 from solver.llm._policy import host_port
 from solver.llm.codec import StreamDecoder, encode_request
 from solver.llm.fold import Folder

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from solver.errors import InputError
+from solver.records import ProofFacts
 from solver.testing.fake_endpoint import RecordedRequest, Reply
 from tests.loop import scripts
 from tests.loop.harness import ScriptedEndpoint, audit_ok, solve, state_of
@@ -175,3 +176,28 @@ def test_temperature_zero_with_more_verifications_than_variants_is_refused(
             acceptance__verifications=5,
             **{"roles.verifier.temperature": 0.0},
         )
+
+
+def reviser_comments(request: RecordedRequest) -> Reply:
+    if scripts.role_of(request) == "reviser":
+        return scripts.proof_reply("Fixing C1: " + scripts.GOOD_PROOF)
+    return scripts.fix_after_finding(request)
+
+
+def test_a_revision_that_talks_about_findings_is_unusable(tmp_path: Path) -> None:
+    with ScriptedEndpoint(reviser_comments) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__max_failed_rounds=2,
+            acceptance__max_lineages=1,
+        )
+    state = state_of(outcome.run_dir)
+    revise = state.calls["L0.v1.revise"]
+    assert isinstance(revise.facts, ProofFacts)
+    assert revise.facts.has_proof is False and revise.facts.commentary == "Fixing C1"
+    assert state.lineages["L0"].versions[1].proof_artifact is None
+    verified = {c.version for c in state.calls.values() if c.role == "verifier"}
+    assert 1 not in verified  # no verifier saw the commentary
+    audit_ok(outcome.run_dir)
