@@ -18,7 +18,7 @@ sys.path.insert(0, str(BENCH))
 
 import policy  # noqa: E402  (bench/policy.py)
 
-VERIFIER_SYSTEM = "You are a meticulous grader of olympiad proofs."
+VERIFIER_SYSTEM = "You are a meticulous grader: find every error and every gap."
 GENERATOR_SYSTEM = "You are an expert writing a solution to an olympiad problem."
 
 
