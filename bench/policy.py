@@ -74,21 +74,22 @@ class Policy:
 
 # Baselines as configurations of the same loop. Each flag's source is cited; what the loop
 # cannot express is listed in docs/bench-policy.md ("How faithful the baselines are").
-NEW = {
-    "acceptance.reverify_no_verdict": True,  # Deliver 2 point 2
-    "acceptance.overturned_fail_passes": False,  # point 4
-    "acceptance.verify_stage": 2,  # point 5
-    "acceptance.cancel_on_blocking": True,  # point 5
-    "acceptance.review_minor_on_pass": False,  # point 5
-    "acceptance.recurrence_rounds": 2,  # point 1
-    "acceptance.best_version": True,  # point 3
-    "acceptance.lineages_follow_budget": True,  # point 1
-    "concurrency": 20,  # point 5: candidates x K
+# The defaults before issue 19's settings (each one's effect is measured separately below).
+BEFORE = {
+    "acceptance.reverify_no_verdict": False,
+    "acceptance.overturned_fail_passes": True,
+    "acceptance.verify_stage": 0,
+    "acceptance.cancel_on_blocking": False,
+    "acceptance.review_minor_on_pass": True,
+    "acceptance.recurrence_rounds": 1,
+    "acceptance.best_version": False,
+    "acceptance.lineages_follow_budget": False,
+    "concurrency": 8,
 }
 
 POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
-    Policy("new", "issue 19 Deliver 2 settings", NEW),
+    Policy("before", "solver.config defaults before issue 19", BEFORE),
     Policy(
         "hy",
         "lyang36/IMO25 code/agent.py",
@@ -492,9 +493,13 @@ SWEEP: dict[str, tuple[str, tuple[float, ...]]] = {
 }
 
 
-def sweep(policies: tuple[Policy, ...], sessions: int, budget: int) -> str:
+def sweep(
+    policies: tuple[Policy, ...], sessions: int, budget: int, only: tuple[str, ...] = ()
+) -> str:
     lines = [f"{'parameter':<20}{'value':>8}  " + "".join(f"{p.name:>10}" for p in policies)]
     for name, (where, values) in SWEEP.items():
+        if only and name not in only:
+            continue
         for value in values:
             roles, gpu, problems = RoleParams(), GpuModel(), PROBLEMS
             if where == "roles":
@@ -526,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true")
     parser.add_argument("--sweep-sessions", type=int, default=5)
     parser.add_argument("--sweep-only", action="store_true", help="skip the main table")
+    parser.add_argument("--sweep-params", default="", help="comma-separated subset of the sweep")
     parser.add_argument("--json", action="store_true", help="per-session rows as JSON lines")
     parser.add_argument("--sessions-override", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -540,7 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     roles, gpu = RoleParams(), GpuModel()
     if args.sweep_only:
         print(f"sweep: strict /42, {args.sweep_sessions} sessions per problem")
-        print(sweep(chosen, args.sweep_sessions, args.budget))
+        only = tuple(p for p in args.sweep_params.split(",") if p)
+        print(sweep(chosen, args.sweep_sessions, args.budget, only))
         return 0
     sessions = run_all(chosen, args.sessions, args.budget, roles, gpu, audit_every=args.audit_every)
     if args.json:

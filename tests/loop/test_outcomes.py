@@ -55,7 +55,9 @@ def test_confirmed_finding_is_revised_and_fixed(tmp_path: Path) -> None:
 
 def test_rejected_findings_do_not_block_acceptance(tmp_path: Path) -> None:
     with ScriptedEndpoint(scripts.reviewer_rejects) as fake:
-        outcome = solve(fake, tmp_path, candidates=1)
+        # the setting that lets one reviewer pass a proof (off by default: see
+        # test_search_policy.test_an_overturned_fail_is_replaced_not_counted_as_a_pass)
+        outcome = solve(fake, tmp_path, candidates=1, acceptance__overturned_fail_passes=True)
     state = state_of(outcome.run_dir)
     assert outcome.outcome == "solved"
     reviews = [c for c in state.calls.values() if c.role == "reviewer"]

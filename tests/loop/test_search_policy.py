@@ -59,6 +59,7 @@ def test_without_reissue_no_verdict_fails_the_round(tmp_path: Path) -> None:
             fake,
             tmp_path,
             candidates=1,
+            acceptance__reverify_no_verdict=False,
             acceptance__max_failed_rounds=1,
             acceptance__max_lineages=1,
         )
@@ -118,7 +119,13 @@ def test_recurrence_must_span_consecutive_rounds_to_abandon(tmp_path: Path) -> N
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
     with ScriptedEndpoint(scripts.never_accepted) as fake:
-        once = solve(fake, tmp_path / "one", candidates=1, acceptance__max_lineages=1)
+        once = solve(
+            fake,
+            tmp_path / "one",
+            candidates=1,
+            acceptance__max_lineages=1,
+            acceptance__recurrence_rounds=1,
+        )
     with ScriptedEndpoint(scripts.never_accepted) as fake:
         twice = solve(
             fake,
