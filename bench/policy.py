@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hashlib
 import json
 import random
 import shutil
@@ -25,10 +26,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from solver._util.ids import uuid7
 from solver.audit import audit_run
 from solver.config import resolve_settings
 from solver.llm import (
+    AttemptEnd,
     AttemptObserver,
+    AttemptStart,
     Completion,
     Connection,
     Deadlines,
@@ -36,6 +40,7 @@ from solver.llm import (
     ModelClient,
     Request,
     RetryPolicy,
+    Usage,
     encode_request,
 )
 from solver.llm.codec import PATHS
@@ -217,13 +222,59 @@ class _PacedHttpClient(ModelClient):
         )
         reply = self.prepared.prepare(recorded)
         assert reply.usage is not None
-        await self.gpu.hold_tokens(id(recorded), *reply.usage)
+        try:
+            await self.gpu.hold_tokens(id(recorded), *reply.usage)
+        except asyncio.CancelledError:
+            # Cancelled while "on the GPU": over HTTP it would have streamed part of its
+            # answer first. Journal that attempt as ScriptedClient does, with the tokens
+            # spent so far, so the token budget sees the same spend either way.
+            self._journal_cut(effective, body, _cap, observer, self.gpu.cut(recorded))
+            raise
         self.gpu.busy += 1
         self.prepared.send(body, reply)
         try:
             return await super().complete(request, observer)
         finally:
             self.gpu.busy -= 1
+
+    def _journal_cut(
+        self,
+        effective: Request,
+        body: bytes,
+        cap: int | None,
+        observer: AttemptObserver,
+        spent: Usage,
+    ) -> None:
+        start = AttemptStart(
+            call_attempt=1,
+            request_id=uuid7(),
+            url=self.url,
+            request=effective,
+            body=body,
+            max_tokens_cap=cap,
+        )
+        observer.attempt_started(start)
+        observer.attempt_ended(
+            start,
+            AttemptEnd(
+                request_id=start.request_id,
+                server_request_id=None,
+                status=None,
+                ttfb_s=None,
+                ttft_s=None,
+                total_s=0.0,
+                usage=spent,
+                output_tokens_per_s=None,
+                finish_reason=None,
+                retry_index=0,
+                error_kind="cancelled",
+                error_message="cancelled",
+                retryable=False,
+                normalised_cases=(),
+                response_sha256=hashlib.sha256(b"").hexdigest(),
+                response_bytes=0,
+            ),
+        )
 
 
 def run_session(

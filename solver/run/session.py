@@ -84,6 +84,15 @@ def policy_config(
     marking scheme may be drafted (when ``grading.draft_scheme`` is on)."""
     acceptance = settings.acceptance
     grading = settings.grading
+    variants = roles.get_role("verifier").variants
+    if settings.role("verifier").temperature == 0 and acceptance.verifications > len(variants):
+        # at temperature 0, two verifications of one variant are the same request twice
+        raise InputError(
+            f"roles.verifier.temperature is 0 and acceptance.verifications is "
+            f"{acceptance.verifications}: only {len(variants)} verifier variants exist, so "
+            f"{acceptance.verifications - len(variants)} verifications would repeat another "
+            "byte for byte; raise the temperature or lower acceptance.verifications"
+        )
     return PolicyConfig(
         candidates=settings.candidates,
         verifications=acceptance.verifications,
@@ -199,6 +208,29 @@ def typed_record(rec: Record) -> LoopRecord | None:
 ProgressFactory = Callable[[RunState, Callable[[], float]], RunProgress]
 
 
+def _http_client(
+    endpoint: Endpoint,
+    deadlines: Deadlines,
+    retry: RetryPolicy,
+    on_connect: Callable[[Connection], None],
+) -> ModelClient:
+    return ModelClient(endpoint, deadlines=deadlines, retry=retry, on_connect=on_connect)
+
+
+# How a session gets its model client and its clock: the real ones by default; a test or the
+# policy lab passes an in-process client (solver.testing) and a virtual clock.
+ClientFactory = Callable[
+    [Endpoint, Deadlines, RetryPolicy, Callable[[Connection], None]], ModelClient
+]
+ClockFactory = Callable[[float], Callable[[], float]]
+
+
+@dataclass(frozen=True)
+class Seams:
+    client: ClientFactory = _http_client
+    clock: ClockFactory = monotonic_elapsed
+
+
 @dataclass(frozen=True)
 class SessionPlan:
     """What one session of a run is started with: a fresh run's or a resume's."""
@@ -213,6 +245,7 @@ class SessionPlan:
     make_progress: ProgressFactory
     # Within an evaluation, the call slots the runs of a set share.
     capacity: SharedCapacity | None = None
+    seams: Seams = Seams()
 
 
 class _Session:
@@ -224,7 +257,7 @@ class _Session:
         self.number = recorder.state.sessions + 1
         recorder.store.set_session(self.number)
         self.prior_wall_s = recorder.state.ended_wall_s
-        self.elapsed = monotonic_elapsed(self.prior_wall_s)
+        self.elapsed = plan.seams.clock(self.prior_wall_s)
         self.ended = False
 
     def start(self) -> None:
@@ -373,7 +406,9 @@ async def _drive(store: RunStore, state: RunState, plan: SessionPlan) -> RunOutc
     try:
         options = _client_options(plan, session.journal_connection)
         async with (
-            _client(plan.endpoint, options) as client,
+            plan.seams.client(
+                plan.endpoint, options.deadlines, options.retry, options.on_connect
+            ) as client,
             _role_routes(
                 role_endpoints(plan.settings), options, plan.settings.retry.endpoint_wait_s
             ) as routes,
@@ -422,6 +457,7 @@ async def start_run(
     run_dir: Path | None = None,
     given_proof: str | None = None,
     capacity: SharedCapacity | None = None,
+    seams: Seams = Seams(),
 ) -> RunOutcome:
     """Create a run and drive it to its finish. With ``given_proof`` the run only grades that
     proof in evaluation mode (``solver eval calibrate``): there is no solve phase."""
@@ -470,6 +506,7 @@ async def start_run(
             allow_model_change=False,
             make_progress=make_progress,
             capacity=capacity,
+            seams=seams,
         )
         return await _drive(store, state, plan)
 
@@ -527,6 +564,7 @@ async def resume_run(
     argv: list[str],
     make_progress: ProgressFactory,
     capacity: SharedCapacity | None = None,
+    seams: Seams = Seams(),
 ) -> RunOutcome:
     if not (run_dir / "MANIFEST.json").is_file():
         raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
@@ -562,6 +600,7 @@ async def resume_run(
             allow_model_change=allow_model_change,
             make_progress=make_progress,
             capacity=capacity,
+            seams=seams,
         )
         return await _drive(store, state, plan)
 
