@@ -12,7 +12,17 @@ import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-PAGES = ("ingest", "proxy", "audit", "resume", "serve", "local-model", "answers", "report")
+PAGES = (
+    "ingest",
+    "proxy",
+    "audit",
+    "resume",
+    "serve",
+    "local-model",
+    "answers",
+    "report",
+    "policy",
+)
 SUMMARY_END = "methods.\n"  # the last line of the summary's closing paragraph ends so
 
 

@@ -61,6 +61,34 @@ class Acceptance(_Section):
     max_lineages: int | None = Field(
         default=None, ge=1, description="lineages started in all (default 3 x candidates)"
     )
+    lineages_follow_budget: bool = Field(
+        default=True,
+        description="with a budget set and no max_lineages, start lineages while it lasts",
+    )
+    reverify_no_verdict: bool = Field(
+        default=True, description="issue a verification that gave no verdict again"
+    )
+    max_verifications: int | None = Field(
+        default=None, ge=1, description="verifications of one version, reissues included (2 x K)"
+    )
+    overturned_fail_passes: bool = Field(
+        default=False, description="a fail whose findings were all rejected counts as a pass"
+    )
+    verify_stage: int = Field(
+        default=2, ge=0, description="verifications asked first; the rest only if they pass"
+    )
+    cancel_on_blocking: bool = Field(
+        default=True, description="cancel a version's verifications once one has failed it"
+    )
+    review_minor_on_pass: bool = Field(
+        default=False, description="review passing reports whose findings are all minor"
+    )
+    recurrence_rounds: int = Field(
+        default=2, ge=1, description="consecutive rounds a confirmed finding recurs to abandon"
+    )
+    best_version: bool = Field(
+        default=True, description="revise from and submit each lineage's best version"
+    )
 
 
 class Budget(_Section):
@@ -108,7 +136,7 @@ class Settings(_Section):
     api_key: SecretStr | None = None
     roles: dict[str, RoleSettings] = Field(default_factory=_default_roles)
     candidates: int = Field(default=4, ge=1, le=256)
-    concurrency: int = Field(default=8, ge=1, le=1024)
+    concurrency: int = Field(default=20, ge=1, le=1024)  # candidates x K: one full round
     acceptance: Acceptance = Field(default_factory=Acceptance)
     budget: Budget = Field(default_factory=Budget)
     grading: Grading = Field(default_factory=Grading)

@@ -188,10 +188,12 @@ class LiveProgress(ProgressBase):
         s = self.state
         t = self.totals()
         left = t.budget_left
-        budget = ", ".join(f"{k} {v}" for k, v in left.items() if v is not None) or "none"
+        budget = ", ".join(f"{k} {v}" for k, v in left.items() if v is not None)
+        # "budget left: none" read as "used up" when no budget had been set at all
+        shown = f"budget left: {budget}" if budget else "no budget set"
         table = Table(
             title=f"phase {s.phase} | {t.elapsed_s:.0f} s | {t.tokens} tokens | "
-            f"{t.calls} calls | accepted {t.accepted} | budget left: {budget}",
+            f"{t.calls} calls | accepted {t.accepted} | {shown}",
             title_justify="left",
         )
         columns = ("candidate", "version", "in flight", "verified", "tokens", "tok/s", "elapsed")

@@ -32,6 +32,7 @@ from solver.records import (
     InputLink,
     NoFacts,
     NotUsedFacts,
+    ProofFacts,
 )
 from solver.roles import grader, reviewer, reviser, rubric_writer, selector, verifier
 from solver.store import BlobRef, RunStore
@@ -269,6 +270,9 @@ class ContextBuilder:
             facts = proof.facts()
             if not facts.has_proof:
                 return facts, []
+            said = reviser.commentary(proof.body) if call.role == "reviser" else None
+            if said is not None:
+                return ProofFacts(has_proof=False, commentary=said), []
             artifact = self._new_artifact(
                 f"{call.lineage}.v{call.version}.proof",
                 "proof_text",

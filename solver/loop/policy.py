@@ -64,6 +64,16 @@ class PolicyConfig:
     evaluation_material: bool = True  # a reference solution or guidelines exist
     reconcile_spread: int = 2
     variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # The search policy's settings (docs/bench-policy.md measures each in the policy lab).
+    reverify_no_verdict: bool = False  # a verification without a verdict is issued again
+    max_verifications: int = 0  # per version, reissues included; 0 = 2 x K
+    overturned_fail_passes: bool = True  # False: a fail whose findings were all rejected is
+    # replaced by a fresh verification instead of counting as a pass
+    verify_stage: int = 0  # verifications asked first; the rest only if all pass (0 = K at once)
+    cancel_on_blocking: bool = False  # cancel a version's verifications once one fails it
+    review_minor_on_pass: bool = True  # review a passing report that has only minor findings
+    recurrence_rounds: int = 1  # consecutive rounds a confirmed finding must recur to abandon
+    best_version: bool = False  # revise from and submit each lineage's best version
     reconcile: Reconcile = "rejudge"
     aggregation: Aggregation = "min"
     grading_scale: Scale = "points"
@@ -150,13 +160,16 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
 
     decisions: list[Decision] = []
     calls: list[CallPlanned] = []
+    cancel: list[str] = []
     for lineage in sorted(state.lineages.values(), key=lambda ln: ln.index):
         if lineage.active:
             d, c = _lineage_step(state, lineage, cfg)
             decisions.extend(d)
             calls.extend(c)
+            if d and cfg.cancel_on_blocking and lineage.latest is not None:
+                cancel.extend(_unneeded_verifications(state, lineage.lineage, lineage.latest))
     if decisions:
-        return Step(decisions=tuple(decisions))
+        return Step(decisions=tuple(decisions), cancel=tuple(cancel))
 
     active = sum(1 for ln in state.lineages.values() if ln.active)
     open_slots = cfg.candidates - active - len(state.accepted())
@@ -219,8 +232,10 @@ def _after_failure(
     if lineage.consecutive_failures >= cfg.max_failed_rounds:
         reason = f"{lineage.consecutive_failures} consecutive failed rounds"
         return [Decision(kind="abandoned", lineage=lineage.lineage, reason=reason)], []
-    findings = confirmed_findings(state, lineage.lineage, version.version)
     next_version = version.version + 1
+    if cfg.best_version:
+        version = best_version(state, lineage, cfg) or version
+    findings = confirmed_findings(state, lineage.lineage, version.version)
     if version.proof_artifact is not None and findings:
         return [], [
             CallPlanned(
@@ -236,25 +251,104 @@ def _after_failure(
     return [], [_generator_call(lineage.lineage, next_version, lineage.index, cfg)]
 
 
+def _ordinal(call: CallState) -> int:
+    return int(call.call_id.rsplit(".", 1)[-1])
+
+
+def _needs_review(call: CallState, cfg: PolicyConfig) -> bool:
+    findings = findings_of(call)
+    if not findings or call.status != "completed":
+        return False
+    if cfg.review_minor_on_pass or _verdict(call) != "pass":
+        return True
+    return any(f.severity in BLOCKING_SEVERITIES for f in findings)
+
+
+def _verdict(call: CallState) -> str | None:
+    return call.facts.verdict if isinstance(call.facts, VerificationFacts) else None
+
+
+def verification_outcome(state: RunState, call: CallState, cfg: PolicyConfig) -> str:
+    """pending | pass | fail | void. Void is no verdict (failed, cancelled, cut off, no
+    readable verdict) when such calls are issued again, and, when an overturned fail does not
+    pass, a fail whose every finding was rejected on review."""
+    no_verdict = "void" if cfg.reverify_no_verdict else "fail"
+    if call.status == "planned":
+        return "pending"
+    if call.status == "cancelled":
+        return "void"  # stopped by the policy (its round was judged) or by the run's end
+    if call.status != "completed" or call.truncated or not call.parsed_ok:
+        return no_verdict
+    findings = findings_of(call)
+    review = state.calls.get(f"{call.call_id}.review")
+    if _needs_review(call, cfg):
+        if review is None or review.status == "planned":
+            return "pending"
+        verdicts = review_verdicts(review, findings)
+    else:
+        verdicts = None
+    confirmed, severity = verdicts if verdicts is not None and findings else (set(), {})
+    blocking = [
+        f
+        for f in findings
+        if f.id in confirmed and severity.get(f.id, f.severity) in BLOCKING_SEVERITIES
+    ]
+    if blocking:
+        return "fail"
+    if _verdict(call) == "pass":
+        return "pass"
+    if findings and not confirmed:
+        # A "fail" verdict whose every finding was rejected on review.
+        return "pass" if cfg.overturned_fail_passes else "void"
+    return "fail"
+
+
+def pass_rate(state: RunState, lineage: str, version: int, cfg: PolicyConfig) -> float | None:
+    """Passing share of a version's verifications with a verdict; None before any."""
+    outcomes = [
+        verification_outcome(state, c, cfg) for c in verification_calls(state, lineage, version)
+    ]
+    judged = [o for o in outcomes if o in ("pass", "fail")]
+    return sum(1 for o in judged if o == "pass") / len(judged) if judged else None
+
+
+def best_version(state: RunState, lineage: LineageState, cfg: PolicyConfig) -> VersionState | None:
+    """The version with a proof and the highest pass rate (the latest among equals)."""
+    rated = [
+        (pass_rate(state, lineage.lineage, v.version, cfg), v.version, v)
+        for v in lineage.versions.values()
+        if v.proof_artifact is not None and v.status in ("failed", "accepted", "open")
+    ]
+    rated = [r for r in rated if r[0] is not None]
+    if not rated:
+        return None
+    return max(rated, key=lambda r: (r[0], r[1]))[2]
+
+
+def _unneeded_verifications(state: RunState, lineage: str, version: VersionState) -> list[str]:
+    """Verifications of a version whose round was just judged that are still running."""
+    return [
+        c.call_id
+        for c in verification_calls(state, lineage, version.version)
+        if c.status == "planned"
+    ]
+
+
 def _verify_round(
     state: RunState, lineage: LineageState, version: VersionState, cfg: PolicyConfig
 ) -> tuple[list[Decision], list[CallPlanned]]:
     name, number = lineage.lineage, version.version
-    verifications = verification_calls(state, name, number)
-    if len(verifications) < cfg.verifications:
-        return [], [
-            CallPlanned(
-                call_id=f"{name}.v{number}.verify.{k}",
-                role="verifier",
-                variant=cfg.variant("verifier", k),
-                phase="solve",
-                lineage=name,
-                version=number,
-            )
-            for k in range(len(verifications), cfg.verifications)
-        ]
-    if any(c.status == "planned" for c in verifications):
-        return [], []
+    verifications = sorted(verification_calls(state, name, number), key=_ordinal)
+    outcomes = {c.call_id: verification_outcome(state, c, cfg) for c in verifications}
+    passes = sum(1 for o in outcomes.values() if o == "pass")
+    fails = sum(1 for o in outcomes.values() if o == "fail")
+    pending = [c for c in verifications if outcomes[c.call_id] == "pending"]
+    if fails and cfg.cancel_on_blocking:
+        # The round has failed: judge it now (the engine cancels what still runs), once the
+        # reviews in flight have said which findings the reviser gets.
+        reviewing = [c for c in review_calls(state, name, number) if c.status == "planned"]
+        if not reviewing:
+            return _judge_round(state, lineage, version, passes, passes + fails, cfg), []
     reviewed = {c.target for c in review_calls(state, name, number)}
     reviews = [
         CallPlanned(
@@ -266,84 +360,138 @@ def _verify_round(
             version=number,
             target=v.call_id,
         )
-        for v in sorted(verifications, key=lambda c: c.call_id)
-        if v.status == "completed" and findings_of(v) and v.call_id not in reviewed
+        for v in verifications
+        if _needs_review(v, cfg) and v.call_id not in reviewed
     ]
-    if reviews:
+    if reviews and not any(c.status == "planned" for c in verifications):
         return [], reviews
-    if any(c.status == "planned" for c in review_calls(state, name, number)):
+    if reviews and (cfg.cancel_on_blocking or cfg.verify_stage):
+        return [], reviews  # staged or cancelling: review each report as soon as it is in
+    k = cfg.verifications
+    stage = min(cfg.verify_stage or k, k)
+    wanted = stage if passes < stage else k
+    if fails:
+        wanted = 0 if cfg.verify_stage or cfg.cancel_on_blocking else k
+    cap = (cfg.max_verifications or 2 * k) if cfg.reverify_no_verdict else k
+    room = cap - len(verifications)
+    ask = min(wanted - passes - fails - len(pending), room)
+    if ask > 0:
+        first = len(verifications)
+        return [], [
+            CallPlanned(
+                call_id=f"{name}.v{number}.verify.{n}",
+                role="verifier",
+                variant=cfg.variant("verifier", n),
+                phase="solve",
+                lineage=name,
+                version=number,
+            )
+            for n in range(first, first + ask)
+        ]
+    if pending:
         return [], []
-    return _judge_round(state, lineage, version, verifications, cfg), []
-
-
-def _verification_passes(state: RunState, verification: CallState) -> bool:
-    if verification.status != "completed" or not verification.parsed_ok:
-        return False
-    findings = findings_of(verification)
-    verdicts = review_verdicts(state.calls.get(f"{verification.call_id}.review"), findings)
-    confirmed, severity = verdicts if verdicts is not None and findings else (set(), {})
-    blocking = [
-        f
-        for f in findings
-        if f.id in confirmed and severity.get(f.id, f.severity) in BLOCKING_SEVERITIES
-    ]
-    if blocking:
-        return False
-    facts = verification.facts
-    if isinstance(facts, VerificationFacts) and facts.verdict == "pass":
-        return True
-    # A "fail" verdict stands unless every finding it gave was rejected on review.
-    return bool(findings) and not confirmed
+    return _judge_round(state, lineage, version, passes, passes + fails, cfg), []
 
 
 def _judge_round(
     state: RunState,
     lineage: LineageState,
     version: VersionState,
-    verifications: list[CallState],
+    passed: int,
+    judged: int,
     cfg: PolicyConfig,
 ) -> list[Decision]:
-    passed = sum(1 for v in verifications if _verification_passes(state, v))
-    if passed == len(verifications):
-        reason = f"{passed}/{len(verifications)} verifications passed"
+    if passed >= cfg.verifications and passed == judged:
+        reason = f"{passed}/{judged} verifications passed"
         return [
             Decision(
                 kind="accepted", lineage=lineage.lineage, version=version.version, reason=reason
             )
         ]
-    decisions = [
-        _round_failed(lineage, version, f"{passed}/{len(verifications)} verifications passed")
-    ]
-    if cfg.abandon_on_recurring:
-        keys: set[str] = set()
-        for finding in confirmed_findings(state, lineage.lineage, version.version):
-            if finding.severity in BLOCKING_SEVERITIES:
-                keys |= finding_keys(finding)
-        if keys & lineage.confirmed_keys:
-            decisions.append(
-                Decision(
-                    kind="abandoned",
-                    lineage=lineage.lineage,
-                    reason="a confirmed finding recurred after revision",
-                )
+    why = f"{passed}/{judged} verifications passed"
+    if judged < cfg.verifications and passed == judged:
+        why += f" ({cfg.verifications} needed; the others gave no verdict)"
+    decisions = [_round_failed(lineage, version, why)]
+    if cfg.abandon_on_recurring and _recurred(state, lineage, version, cfg):
+        decisions.append(
+            Decision(
+                kind="abandoned",
+                lineage=lineage.lineage,
+                reason="a confirmed finding recurred after revision",
             )
+        )
     return decisions
+
+
+def _blocking_keys(state: RunState, lineage: str, version: int, paired: bool) -> set[str]:
+    keys: set[str] = set()
+    for finding in confirmed_findings(state, lineage, version):
+        if finding.severity in BLOCKING_SEVERITIES:
+            if paired:
+                # location and explanation together: the same flaw, not a shared phrase
+                keys.add(f"{finding.location}|{finding.explanation}".casefold())
+            else:
+                keys |= finding_keys(finding)
+    return keys
+
+
+def _recurred(
+    state: RunState, lineage: LineageState, version: VersionState, cfg: PolicyConfig
+) -> bool:
+    if cfg.recurrence_rounds <= 1:
+        # any key of this round's confirmed findings seen in an earlier round of the lineage
+        return bool(
+            _blocking_keys(state, lineage.lineage, version.version, False) & lineage.confirmed_keys
+        )
+    # the same flaw confirmed in this round and in each of the rounds before it along the
+    # chain of revisions (the reviser was asked to fix it each time)
+    keys = _blocking_keys(state, lineage.lineage, version.version, True)
+    current: VersionState | None = version
+    for _ in range(cfg.recurrence_rounds):
+        parent = current.parent if current is not None else None
+        if parent is None or not keys:
+            return False
+        current = lineage.versions.get(parent)
+        if current is None:
+            return False
+        keys &= _blocking_keys(state, lineage.lineage, current.version, True)
+    return bool(keys)
 
 
 # ---------------------------------------------------------------- grade, select, evaluate
 
 
-def final_versions(state: RunState) -> list[VersionState]:
-    """Each lineage's candidate for submission: its accepted version, else its latest proof."""
+def final_versions(state: RunState, cfg: PolicyConfig | None = None) -> list[VersionState]:
+    """Each lineage's candidate for submission: its accepted version, else its latest proof
+    (its best one, by pass rate, with ``best_version``). Once grading has begun, the versions
+    it graded: the choice is then read from the journal, so the audit can re-derive what the
+    selector was shown without knowing the policy's settings."""
+    graded = _graded_versions(state)
+    if graded:
+        return graded
     finals: list[VersionState] = []
     for lineage in sorted(state.lineages.values(), key=lambda ln: ln.index):
         if lineage.accepted_version is not None:
             finals.append(lineage.versions[lineage.accepted_version])
             continue
+        best = best_version(state, lineage, cfg) if cfg is not None and cfg.best_version else None
         with_proof = [v for v in lineage.versions.values() if v.proof_artifact is not None]
-        if with_proof:
+        if best is not None:
+            finals.append(best)
+        elif with_proof:
             finals.append(max(with_proof, key=lambda v: v.version))
     return finals
+
+
+def _graded_versions(state: RunState) -> list[VersionState]:
+    found: list[VersionState] = []
+    for call in state.calls.values():
+        if call.phase == "grade" and call.lineage is not None and call.version is not None:
+            version = state.lineages[call.lineage].versions.get(call.version)
+            if version is not None and version not in found:
+                found.append(version)
+    order = {ln.lineage: ln.index for ln in state.lineages.values()}
+    return sorted(found, key=lambda v: order[v.lineage])
 
 
 def grade_call_id(version: VersionState) -> str:
@@ -351,7 +499,7 @@ def grade_call_id(version: VersionState) -> str:
 
 
 def _grade(state: RunState, cfg: PolicyConfig) -> Step:
-    finals = final_versions(state)
+    finals = final_versions(state, cfg)
     if not finals:
         return Step(finish=_finish(state, None, "no complete proof was produced"))
     missing = [

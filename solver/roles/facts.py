@@ -73,6 +73,7 @@ class ProofFacts(_Facts):
     KIND: ClassVar[FactsKind] = "proof"
     has_proof: bool
     final_answer: str | None = None  # given only with a proof
+    commentary: str | None = None  # a revision that talked about the revision: no proof
 
 
 class VerificationFacts(_Facts):

@@ -8,6 +8,7 @@ generator's sections (``## Proof``, ``## Final answer``, ``## Self-assessment``)
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Annotated
 
@@ -66,6 +67,26 @@ def parse(text: str) -> Output:
 
 
 _RANK = {"minor": 0, "major": 1, "critical": 2}
+
+# Talk about the revision rather than mathematics: it would show verifiers and the selector
+# that the proof was revised, and on what (they judge the proof as a contestant's).
+_COMMENTARY = re.compile(
+    r"\bfindings?\s+C\d+\b"
+    r"|\b(?:fix(?:es|ed|ing)?|address(?:es|ed|ing)?|resolv(?:e|es|ed|ing))\s+"
+    r"(?:C\d+\b|the\s+(?:findings?|issues?\s+raised|reviewers?))"
+    r"|\b(?:reviewers?|verifiers?)\b"
+    r"|\b(?:previous|earlier|original|prior)\s+(?:version|proof|draft|attempt)\b"
+    r"|\bthis\s+revision\b|\brevised\s+(?:proof|version|argument)\b",
+    re.IGNORECASE,
+)
+
+
+def commentary(proof: str) -> str | None:
+    """The first passage of ``proof`` that talks about the revision (findings, reviewers,
+    earlier versions), or None when the proof stands alone. A revision with such a passage
+    is unusable (recorded as giving no proof), so no verifier or selector is shown it."""
+    match = _COMMENTARY.search(proof)
+    return match.group(0) if match else None
 
 
 def merge_duplicates(findings: Sequence[ProofFinding]) -> list[ProofFinding]:

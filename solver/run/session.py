@@ -85,13 +85,30 @@ def policy_config(
     marking scheme may be drafted (when ``grading.draft_scheme`` is on)."""
     acceptance = settings.acceptance
     grading = settings.grading
+    variants = roles.get_role("verifier").variants
+    if settings.role("verifier").temperature == 0 and acceptance.verifications > len(variants):
+        # at temperature 0, two verifications of one variant are the same request twice
+        raise InputError(
+            f"roles.verifier.temperature is 0 and acceptance.verifications is "
+            f"{acceptance.verifications}: only {len(variants)} verifier variants exist, so "
+            f"{acceptance.verifications - len(variants)} verifications would repeat another "
+            "byte for byte; raise the temperature or lower acceptance.verifications"
+        )
     return PolicyConfig(
         candidates=settings.candidates,
         verifications=acceptance.verifications,
         accepted_needed=acceptance.accepted_needed,
         max_failed_rounds=acceptance.max_failed_rounds,
-        max_lineages=acceptance.max_lineages or 3 * settings.candidates,
+        max_lineages=_lineage_cap(settings),
         abandon_on_recurring=acceptance.abandon_on_recurring,
+        reverify_no_verdict=acceptance.reverify_no_verdict,
+        max_verifications=acceptance.max_verifications or 0,
+        overturned_fail_passes=acceptance.overturned_fail_passes,
+        verify_stage=acceptance.verify_stage,
+        cancel_on_blocking=acceptance.cancel_on_blocking,
+        review_minor_on_pass=acceptance.review_minor_on_pass,
+        recurrence_rounds=acceptance.recurrence_rounds,
+        best_version=acceptance.best_version,
         wall_clock_s=settings.budget.wall_clock_s,
         total_tokens=settings.budget.total_tokens,
         calls=settings.budget.calls,
@@ -105,6 +122,20 @@ def policy_config(
         draft_scheme=scheme and grading.draft_scheme,
         variants={name: roles.get_role(name).variants for name in roles.POLICY_KEYS},
     )
+
+
+def _lineage_cap(settings: Settings) -> int:
+    """How many lineages may be started: as set; else, when the budget drives the search,
+    as many as a budget allows (the budget ends the search, not a count); else 3 x candidates."""
+    acceptance, budget = settings.acceptance, settings.budget
+    if acceptance.max_lineages is not None:
+        return acceptance.max_lineages
+    has_budget = any(
+        b is not None for b in (budget.wall_clock_s, budget.total_tokens, budget.calls)
+    )
+    if acceptance.lineages_follow_budget and has_budget:
+        return 1_000_000
+    return 3 * settings.candidates
 
 
 def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[str, Any]]:
@@ -178,6 +209,29 @@ def typed_record(rec: Record) -> LoopRecord | None:
 ProgressFactory = Callable[[RunState, Callable[[], float]], RunProgress]
 
 
+def _http_client(
+    endpoint: Endpoint,
+    deadlines: Deadlines,
+    retry: RetryPolicy,
+    on_connect: Callable[[Connection], None],
+) -> ModelClient:
+    return ModelClient(endpoint, deadlines=deadlines, retry=retry, on_connect=on_connect)
+
+
+# How a session gets its model client and its clock: the real ones by default; a test or the
+# policy lab passes an in-process client (solver.testing) and a virtual clock.
+ClientFactory = Callable[
+    [Endpoint, Deadlines, RetryPolicy, Callable[[Connection], None]], ModelClient
+]
+ClockFactory = Callable[[float], Callable[[], float]]
+
+
+@dataclass(frozen=True)
+class Seams:
+    client: ClientFactory = _http_client
+    clock: ClockFactory = monotonic_elapsed
+
+
 @dataclass(frozen=True)
 class SessionPlan:
     """What one session of a run is started with: a fresh run's or a resume's."""
@@ -194,6 +248,7 @@ class SessionPlan:
     capacity: SharedCapacity | None = None
     # the masked URL `solver resume --endpoint` moved this session to (recorded with it)
     moved_endpoint: str | None = None
+    seams: Seams = Seams()
 
 
 class _Session:
@@ -205,7 +260,7 @@ class _Session:
         self.number = recorder.state.sessions + 1
         recorder.store.set_session(self.number)
         self.prior_wall_s = recorder.state.ended_wall_s
-        self.elapsed = monotonic_elapsed(self.prior_wall_s)
+        self.elapsed = plan.seams.clock(self.prior_wall_s)
         self.ended = False
 
     def start(self) -> None:
@@ -355,7 +410,9 @@ async def _drive(store: RunStore, state: RunState, plan: SessionPlan) -> RunOutc
     try:
         options = _client_options(plan, session.journal_connection)
         async with (
-            _client(plan.endpoint, options) as client,
+            plan.seams.client(
+                plan.endpoint, options.deadlines, options.retry, options.on_connect
+            ) as client,
             _role_routes(
                 role_endpoints(plan.settings), options, plan.settings.retry.endpoint_wait_s
             ) as routes,
@@ -404,6 +461,7 @@ async def start_run(
     run_dir: Path | None = None,
     given_proof: str | None = None,
     capacity: SharedCapacity | None = None,
+    seams: Seams = Seams(),
 ) -> RunOutcome:
     """Create a run and drive it to its finish. With ``given_proof`` the run only grades that
     proof in evaluation mode (``solver eval calibrate``): there is no solve phase."""
@@ -452,6 +510,7 @@ async def start_run(
             allow_model_change=False,
             make_progress=make_progress,
             capacity=capacity,
+            seams=seams,
         )
         return await _drive(store, state, plan)
 
@@ -510,6 +569,7 @@ async def resume_run(
     make_progress: ProgressFactory,
     capacity: SharedCapacity | None = None,
     endpoint: str | None = None,
+    seams: Seams = Seams(),
 ) -> RunOutcome:
     """Continue a run. The run is checked first (lock, chain, manifest binding, the
     endpoint it may talk to); only then is anything sent. ``endpoint`` moves the run to
@@ -551,6 +611,7 @@ async def resume_run(
             make_progress=make_progress,
             capacity=capacity,
             moved_endpoint=target.moved,
+            seams=seams,
         )
         return await _drive(store, state, plan)
 

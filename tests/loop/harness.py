@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from solver.config import ResolvedSettings, resolve_settings
+from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.state import RunState
 from solver.problems.files import load_problem
-from solver.run.session import RunOutcome, read_state, resume_run, start_run
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.run.session import RunOutcome, Seams, read_state, resume_run, start_run
+from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply, Responder
+from solver.testing.scripted_client import ScriptedClient
 
 
 class QuietProgress:
@@ -49,13 +51,47 @@ Prove that the sum of the squares of two odd integers is never a perfect square.
 """
 
 
+class ScriptedEndpoint:
+    """A FakeEndpoint stand-in for tests whose subject is the loop, not the wire: the same
+    responders, answered in-process at the ModelClient seam (no server, no sockets), with
+    the journal records a run over HTTP has. ``with ScriptedEndpoint(scripts.solved) as
+    fake: solve(fake, tmp_path)``."""
+
+    url = "http://127.0.0.1:9"  # never dialled; the allow-list and the audit see this port
+
+    def __init__(self, responder: Responder | list[Reply]) -> None:
+        self.responder = responder
+        self.requests: list[RecordedRequest] = []
+
+    def __enter__(self) -> ScriptedEndpoint:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def seams(self) -> Seams:
+        def client(
+            endpoint: Endpoint,
+            deadlines: Deadlines,
+            retry: RetryPolicy,
+            on_connect: Callable[[Connection], None],
+        ) -> ModelClient:
+            scripted = ScriptedClient(endpoint, self.responder, on_connect=on_connect)
+            scripted.requests = self.requests  # one list across sessions, as a fake keeps
+            return scripted
+
+        return Seams(client=client)
+
+
 def write_problem(tmp_path: Path, text: str = PROBLEM, name: str = "odd.md") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return path
 
 
-def flags_for(fake: FakeEndpoint, tmp_path: Path, **extra: Any) -> dict[str, Any]:
+def flags_for(
+    fake: FakeEndpoint | ScriptedEndpoint, tmp_path: Path, **extra: Any
+) -> dict[str, Any]:
     base = {
         "endpoint": fake.url + "/v1",
         "api": "chat",
@@ -96,7 +132,7 @@ def start(
 
 
 def solve(
-    fake: FakeEndpoint,
+    fake: FakeEndpoint | ScriptedEndpoint,
     tmp_path: Path,
     problem_text: str = PROBLEM,
     *,
@@ -117,6 +153,7 @@ def solve(
             argv=["solve", str(problem_path)],
             make_progress=QuietProgress,
             on_created=created.append,
+            seams=fake.seams() if isinstance(fake, ScriptedEndpoint) else Seams(),
         )
     )
 

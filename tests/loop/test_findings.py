@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from solver.loop.policy import _verification_passes
+from solver.loop.policy import PolicyConfig, verification_outcome
 from solver.loop.state import CallState, RunState, confirmed_findings
 from solver.loop.state import finding_keys as keys_of_finding
 from solver.records import FACTS_ADAPTER
@@ -44,13 +44,17 @@ def test_a_failed_review_leaves_its_findings_standing() -> None:
     state = _with_review("failed", {})
     found = confirmed_findings(state, "L0", 0)
     assert [(f.id, f.severity) for f in found] == [("F1", "minor")]
-    assert not _verification_passes(state, state.calls["L0.v0.verify.0"])
+    assert verification_outcome(state, state.calls["L0.v0.verify.0"], PolicyConfig()) == "fail"
 
 
 def test_a_rejecting_review_clears_a_fail_verdict() -> None:
     state = _with_review("completed", {"confirmed": [], "rejected": ["F1"], "severity": {}})
     assert confirmed_findings(state, "L0", 0) == []
-    assert _verification_passes(state, state.calls["L0.v0.verify.0"])
+    verify = state.calls["L0.v0.verify.0"]
+    assert verification_outcome(state, verify, PolicyConfig()) == "pass"
+    # One reviewer must not be able to pass a proof: the overturned fail is replaced instead.
+    strict = PolicyConfig(overturned_fail_passes=False)
+    assert verification_outcome(state, verify, strict) == "void"
 
 
 def finding_keys(finding: dict[str, str]) -> set[str]:

@@ -1,4 +1,6 @@
-"""The loop against the scripted fake endpoint: each kind of run ends as it should."""
+"""The loop against scripted models: each kind of run ends as it should. The wire is not the
+subject here, so most run at the ModelClient seam (ScriptedEndpoint); the parallel one keeps
+the real HTTP fake, where concurrency is on real sockets."""
 
 from __future__ import annotations
 
@@ -6,11 +8,18 @@ from pathlib import Path
 
 from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
-from tests.loop.harness import audit_ok, max_in_flight, result_of, solve, state_of
+from tests.loop.harness import (
+    ScriptedEndpoint,
+    audit_ok,
+    max_in_flight,
+    result_of,
+    solve,
+    state_of,
+)
 
 
 def test_solved_when_k_verifications_pass(tmp_path: Path) -> None:
-    with FakeEndpoint(scripts.solved) as fake:
+    with ScriptedEndpoint(scripts.solved) as fake:
         outcome = solve(fake, tmp_path, acceptance__verifications=3)
     result = result_of(outcome.run_dir)
     assert outcome.outcome == "solved"
@@ -29,7 +38,7 @@ def test_solved_when_k_verifications_pass(tmp_path: Path) -> None:
 
 
 def test_confirmed_finding_is_revised_and_fixed(tmp_path: Path) -> None:
-    with FakeEndpoint(scripts.fix_after_finding) as fake:
+    with ScriptedEndpoint(scripts.fix_after_finding) as fake:
         outcome = solve(fake, tmp_path, candidates=1)
     state = state_of(outcome.run_dir)
     lineage = state.lineages["L0"]
@@ -45,8 +54,10 @@ def test_confirmed_finding_is_revised_and_fixed(tmp_path: Path) -> None:
 
 
 def test_rejected_findings_do_not_block_acceptance(tmp_path: Path) -> None:
-    with FakeEndpoint(scripts.reviewer_rejects) as fake:
-        outcome = solve(fake, tmp_path, candidates=1)
+    with ScriptedEndpoint(scripts.reviewer_rejects) as fake:
+        # the setting that lets one reviewer pass a proof (off by default: see
+        # test_search_policy.test_an_overturned_fail_is_replaced_not_counted_as_a_pass)
+        outcome = solve(fake, tmp_path, candidates=1, acceptance__overturned_fail_passes=True)
     state = state_of(outcome.run_dir)
     assert outcome.outcome == "solved"
     reviews = [c for c in state.calls.values() if c.role == "reviewer"]
@@ -56,7 +67,7 @@ def test_rejected_findings_do_not_block_acceptance(tmp_path: Path) -> None:
 
 
 def test_call_budget_ends_in_partial(tmp_path: Path) -> None:
-    with FakeEndpoint(scripts.never_accepted) as fake:
+    with ScriptedEndpoint(scripts.never_accepted) as fake:
         outcome = solve(
             fake, tmp_path, candidates=1, budget__calls=7, acceptance__abandon_on_recurring=False
         )
@@ -71,7 +82,7 @@ def test_call_budget_ends_in_partial(tmp_path: Path) -> None:
 
 
 def test_recurring_finding_abandons_lineage(tmp_path: Path) -> None:
-    with FakeEndpoint(scripts.never_accepted) as fake:
+    with ScriptedEndpoint(scripts.never_accepted) as fake:
         outcome = solve(fake, tmp_path, candidates=1, acceptance__max_lineages=1)
     state = state_of(outcome.run_dir)
     lineage = state.lineages["L0"]
@@ -81,7 +92,7 @@ def test_recurring_finding_abandons_lineage(tmp_path: Path) -> None:
 
 
 def test_unparseable_output_everywhere_is_conservative(tmp_path: Path) -> None:
-    with FakeEndpoint(scripts.unparseable) as fake:
+    with ScriptedEndpoint(scripts.unparseable) as fake:
         outcome = solve(
             fake,
             tmp_path,
@@ -102,7 +113,7 @@ def test_unparseable_output_everywhere_is_conservative(tmp_path: Path) -> None:
 
 
 def test_truncated_responses_are_never_verified(tmp_path: Path) -> None:
-    with FakeEndpoint(scripts.truncated) as fake:
+    with ScriptedEndpoint(scripts.truncated) as fake:
         outcome = solve(
             fake,
             tmp_path,

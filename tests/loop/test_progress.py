@@ -11,7 +11,7 @@ from rich.console import Console
 from solver.cli.progress import JsonProgress, LiveProgress
 from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
-from tests.loop.harness import solve, state_of
+from tests.loop.harness import ScriptedEndpoint, solve, state_of
 
 
 def test_table_and_json_lines(tmp_path: Path) -> None:
@@ -38,3 +38,16 @@ def test_table_and_json_lines(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [line["event"] for line in lines] == ["call.started", "call.finished"]
     assert lines[0]["totals"]["budget_left"]["calls"] == 40 - state.solve_calls()
+
+
+def test_the_title_says_no_budget_set_rather_than_none_left(tmp_path: Path) -> None:
+    with ScriptedEndpoint(scripts.solved) as fake:
+        outcome = solve(fake, tmp_path, candidates=1)
+    state = state_of(outcome.run_dir)
+    screen = io.StringIO()
+    console = Console(file=screen, width=200, force_terminal=False)
+    unset = {"wall_s": None, "tokens": None, "calls": None}
+    with LiveProgress(state, unset, lambda: 1.0, console=console) as live:
+        live.refresh({"event": "tick"})
+    text = screen.getvalue()
+    assert "no budget set" in text and "budget left" not in text

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.testing.fake_endpoint import FakeEndpoint
 from tests.loop import scripts
-from tests.loop.harness import audit_ok, solve, state_of
+from tests.loop.harness import ScriptedEndpoint, audit_ok, solve, state_of
 
 
 def test_findings_from_several_verifiers_reach_the_reviser_once(tmp_path: Path) -> None:
-    with FakeEndpoint(scripts.fix_after_finding) as fake:
-        outcome = solve(fake, tmp_path, candidates=1, acceptance__verifications=3)
+    with ScriptedEndpoint(scripts.fix_after_finding) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__verifications=3,
+            acceptance__verify_stage=0,  # all three run, though the first one fails it
+            acceptance__cancel_on_blocking=False,
+        )
     state = state_of(outcome.run_dir)
     confirmed = [c for c in state.calls.values() if c.role == "reviewer" and c.facts.confirmed]
     assert len(confirmed) == 3  # three verifiers reported the same flaw, each as its F1

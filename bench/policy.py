@@ -1,0 +1,632 @@
+"""The policy lab: the real loop, store and audit against a simulated capable model.
+
+``python bench/policy.py`` runs every policy (baselines as configurations of the same loop) on
+a six-problem IMO-like set, ``--sessions`` simulated sessions per problem, each under the same
+GPU-token budget, with virtual GPU time; it prints expected score /42 (strict 7/0 and
+partial) with a 95% bootstrap interval, the false-accept rate, decode and prefill tokens,
+virtual wall time and calls. ``--quick`` is the CI setting; ``--sweep`` varies the uncertain
+parameters; ``--http N`` replays the first N sessions of each policy and problem over real
+HTTP (FakeEndpoint on 127.0.0.1) and checks the decisions are the same. Method and parameters:
+docs/bench-policy.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import json
+import random
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from solver._util.ids import uuid7
+from solver.audit import audit_run
+from solver.config import resolve_settings
+from solver.llm import (
+    AttemptEnd,
+    AttemptObserver,
+    AttemptStart,
+    Completion,
+    Connection,
+    Deadlines,
+    Endpoint,
+    ModelClient,
+    Request,
+    RetryPolicy,
+    Usage,
+    encode_request,
+)
+from solver.llm.codec import PATHS
+from solver.loop.state import RunState
+from solver.problems.files import load_problem
+from solver.run.session import Seams, read_state, start_run
+from solver.store import RunReader
+from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from solver.testing.lab_model import LabModel, ProblemParams, RoleParams
+from solver.testing.scripted_client import ScriptedClient
+from solver.testing.virtual_gpu import GpuModel, VirtualGpu
+
+# Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters").
+PROBLEMS: tuple[ProblemParams, ...] = (
+    ProblemParams("P1", p_correct=0.45, p_critical=0.3, detect=0.75, p_hidden=0.02, fix=0.6),
+    ProblemParams("P2", p_correct=0.25, p_critical=0.4, detect=0.7, p_hidden=0.05, fix=0.5),
+    ProblemParams("P3", p_correct=0.04, p_critical=0.7, detect=0.6, p_hidden=0.15, fix=0.25),
+    ProblemParams("P4", p_correct=0.35, p_critical=0.35, detect=0.75, p_hidden=0.03, fix=0.55),
+    ProblemParams("P5", p_correct=0.15, p_critical=0.5, detect=0.65, p_hidden=0.08, fix=0.4),
+    ProblemParams("P6", p_correct=0.02, p_critical=0.8, detect=0.5, p_hidden=0.3, fix=0.2),
+)
+
+# Runs are real runs (journal, blobs, fsync each record); on tmpfs the fsyncs cost nothing, so
+# the lab's speed is the loop's, not the disk's.
+SCRATCH = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+
+STATEMENT = "Prove the statement of problem {name} of the simulated set."
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    source: str
+    flags: dict[str, Any]
+
+
+# Baselines as configurations of the same loop. Each flag's source is cited; what the loop
+# cannot express is listed in docs/bench-policy.md ("How faithful the baselines are").
+# The defaults before issue 19's settings (each one's effect is measured separately below).
+BEFORE = {
+    "acceptance.reverify_no_verdict": False,
+    "acceptance.overturned_fail_passes": True,
+    "acceptance.verify_stage": 0,
+    "acceptance.cancel_on_blocking": False,
+    "acceptance.review_minor_on_pass": True,
+    "acceptance.recurrence_rounds": 1,
+    "acceptance.best_version": False,
+    "acceptance.lineages_follow_budget": False,
+    "concurrency": 8,
+}
+
+POLICIES: tuple[Policy, ...] = (
+    Policy("default", "solver.config defaults", {}),
+    Policy("before", "solver.config defaults before issue 19", BEFORE),
+    Policy(
+        "hy",
+        "lyang36/IMO25 code/agent.py",
+        {
+            "candidates": 10,  # run_parallel.py: 10 agents
+            "acceptance.verifications": 5,  # agent.py:587 correct_count >= 5
+            "acceptance.max_failed_rounds": 10,  # agent.py:592 error_count >= 10
+            "acceptance.max_lineages": 100,  # 10 agents x agent.py:613 --max_runs 10
+            "acceptance.abandon_on_recurring": False,  # no recurrence rule in agent.py
+            "acceptance.accepted_needed": 1,  # agent.py:643-648 stops at the first success
+            "concurrency": 50,  # every agent's verification in flight at once
+        },
+    ),
+    Policy(
+        "dsm",
+        "deepseek-ai/DeepSeek-Math-V2 inference/main.py, run.sh",
+        {
+            "candidates": 16,  # run.sh --n_parallel_proof_gen 128, scaled to the budget
+            "acceptance.verifications": 16,  # run.sh --n_verification_per_proof 64, scaled
+            "acceptance.max_failed_rounds": 16,  # run.sh --max_rounds 16
+            "acceptance.abandon_on_recurring": False,
+            "acceptance.accepted_needed": 1,  # main.py:222 stops when a mean score is 1
+            "acceptance.max_lineages": 64,
+            "concurrency": 256,  # main.py:37 320 verification processes
+        },
+    ),
+)
+
+
+@dataclass
+class Session:
+    policy: str
+    problem: str
+    seed: int
+    outcome: str
+    strict: int
+    partial: int
+    accepted: int
+    false_accepts: int
+    decode: int
+    prefill: int
+    cancelled_decode: int
+    wall_s: float
+    calls: int
+    audit_ok: bool | None
+    decisions: list[tuple[str, str, int]] = field(default_factory=list)
+    left: str = ""
+
+
+def problem_file(root: Path, params: ProblemParams) -> Path:
+    path = root / f"{params.name}.md"
+    text = f"---\nid: lab-{params.name}\n---\n{STATEMENT.format(name=params.name)}\n"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def settings_for(root: Path, policy: Policy, budget: int, port: int) -> dict[str, Any]:
+    flags: dict[str, Any] = {
+        "endpoint": f"http://127.0.0.1:{port}/v1",
+        "api": "chat",
+        "runs_dir": root / "runs",
+        "budget.total_tokens": budget,
+        "retry.endpoint_wait_s": 2.0,
+        "retry.max_attempts": 1,
+    }
+    flags.update(policy.flags)
+    return flags
+
+
+class _Quiet:
+    def __init__(self, state: RunState, elapsed: Callable[[], float]) -> None:
+        pass
+
+    def call_started(self, call: Any) -> None:
+        pass
+
+    def call_finished(self, call: Any) -> None:
+        pass
+
+    def streamed(self, call_id: str, chars: int) -> None:
+        pass
+
+    def decided(self, decision: Any) -> None:
+        pass
+
+
+class _Prepared:
+    """The lab model's answers computed at the client, in the engine's order, and served by
+    the FakeEndpoint by request body: the model's draws then see the same order of requests
+    as in process, so the same seed gives the same answers whatever carries them."""
+
+    def __init__(self, lab: LabModel) -> None:
+        self.lab = lab
+        self.queued: dict[bytes, list[Reply]] = {}
+
+    def prepare(self, recorded: RecordedRequest) -> Reply:
+        return self.lab(recorded)
+
+    def send(self, body: bytes, reply: Reply) -> None:
+        """Queue ``reply`` for the next request with this body. Called just before that
+        request leaves; one request is on the wire at a time, so two identical bodies (two
+        calls of one variant) cannot swap answers."""
+        self.queued.setdefault(body, []).append(reply)
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        return self.queued[request.body].pop(0)
+
+
+class _PacedHttpClient(ModelClient):
+    """A real ModelClient over HTTP whose calls are held on the virtual GPU first: the reply
+    is prepared from the exact body the client is about to send, held for its GPU time, then
+    fetched over the wire (one at a time: the clock waits while a request is on the wire)."""
+
+    def __init__(self, endpoint: Endpoint, prepared: _Prepared, gpu: VirtualGpu, **kw: Any) -> None:
+        super().__init__(endpoint, **kw)
+        self.prepared = prepared
+        self.gpu = gpu
+
+    async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
+        effective, _cap = await self._capped(request, observer)
+        body = encode_request(self.endpoint.api, effective)
+        api = self.endpoint.api
+        recorded = RecordedRequest(
+            api=api, path=PATHS[api], headers={}, body=body, json=json.loads(body)
+        )
+        reply = self.prepared.prepare(recorded)
+        assert reply.usage is not None
+        try:
+            await self.gpu.hold_tokens(id(recorded), *reply.usage)
+        except asyncio.CancelledError:
+            # Cancelled while "on the GPU": over HTTP it would have streamed part of its
+            # answer first. Journal that attempt as ScriptedClient does, with the tokens
+            # spent so far, so the token budget sees the same spend either way.
+            self._journal_cut(effective, body, _cap, observer, self.gpu.cut(recorded))
+            raise
+        self.gpu.busy += 1
+        self.prepared.send(body, reply)
+        try:
+            return await super().complete(request, observer)
+        finally:
+            self.gpu.busy -= 1
+
+    def _journal_cut(
+        self,
+        effective: Request,
+        body: bytes,
+        cap: int | None,
+        observer: AttemptObserver,
+        spent: Usage,
+    ) -> None:
+        start = AttemptStart(
+            call_attempt=1,
+            request_id=uuid7(),
+            url=self.url,
+            request=effective,
+            body=body,
+            max_tokens_cap=cap,
+        )
+        observer.attempt_started(start)
+        observer.attempt_ended(
+            start,
+            AttemptEnd(
+                request_id=start.request_id,
+                server_request_id=None,
+                status=None,
+                ttfb_s=None,
+                ttft_s=None,
+                total_s=0.0,
+                usage=spent,
+                output_tokens_per_s=None,
+                finish_reason=None,
+                retry_index=0,
+                error_kind="cancelled",
+                error_message="cancelled",
+                retryable=False,
+                normalised_cases=(),
+                response_sha256=hashlib.sha256(b"").hexdigest(),
+                response_bytes=0,
+            ),
+        )
+
+
+def run_session(
+    root: Path,
+    policy: Policy,
+    params: ProblemParams,
+    roles: RoleParams,
+    gpu_model: GpuModel,
+    seed: int,
+    budget: int,
+    *,
+    http: bool = False,
+    audit: bool = True,
+) -> Session:
+    lab = LabModel(params, roles, seed)
+    gpu = VirtualGpu(model=gpu_model)
+    path = problem_file(root, params)
+    prepared = _Prepared(lab)
+    fake = FakeEndpoint(prepared) if http else None
+    with fake if fake is not None else contextlib.nullcontext():
+        port = int(fake.url.rsplit(":", 1)[1]) if fake is not None else 9
+        flags = settings_for(root, policy, budget, port)
+        resolved = resolve_settings(flags=flags, env={}, cwd=root)
+
+        def client(
+            endpoint: Endpoint,
+            deadlines: Deadlines,
+            retry: RetryPolicy,
+            on_connect: Callable[[Connection], None],
+        ) -> ModelClient:
+            if http:
+                return _PacedHttpClient(
+                    endpoint, prepared, gpu, deadlines=deadlines, retry=retry, on_connect=on_connect
+                )
+            return ScriptedClient(endpoint, lab, on_connect=on_connect, pace=gpu)
+
+        outcome = asyncio.run(
+            start_run(
+                load_problem(path),
+                path,
+                resolved,
+                evaluation=False,
+                argv=["lab", policy.name, params.name, str(seed)],
+                make_progress=_Quiet,
+                on_created=lambda _: None,
+                seams=Seams(client=client, clock=gpu.clock),
+            )
+        )
+    session = summarise(outcome.run_dir, policy, params, lab, gpu, seed, audit)
+    shutil.rmtree(outcome.run_dir)  # hundreds of runs would fill the scratch space
+    return session
+
+
+def _proof_state(run_dir: Path, state: RunState, lab: LabModel, lineage: str, version: int) -> Any:
+    artifact = state.proof_text_artifact(lineage, version)
+    if artifact is None:
+        return None
+    text = RunReader(run_dir).read_blob(artifact.blob).decode()
+    found = lab.proofs_in(text)
+    return found[0] if found else None
+
+
+def summarise(
+    run_dir: Path,
+    policy: Policy,
+    params: ProblemParams,
+    lab: LabModel,
+    gpu: VirtualGpu,
+    seed: int,
+    audit: bool,
+) -> Session:
+    _, state = read_state(run_dir)
+    result = json.loads((run_dir / "final" / "result.json").read_text())
+    score = 0
+    if state.selected is not None:
+        chosen = _proof_state(run_dir, state, lab, *state.selected)
+        score = chosen.score if chosen is not None else 0
+    accepted = false_accepts = 0
+    for lineage in state.lineages.values():
+        if lineage.accepted_version is not None:
+            accepted += 1
+            proof = _proof_state(run_dir, state, lab, lineage.lineage, lineage.accepted_version)
+            if proof is not None and not proof.correct:
+                false_accepts += 1
+    decisions = []
+    for rec in RunReader(run_dir).records():
+        if rec.type == "decision":
+            d = rec.data
+            decisions.append(
+                (str(d["kind"]), str(d.get("lineage") or ""), int(d.get("version") or 0))
+            )
+    ok = None
+    if audit:
+        report = audit_run(run_dir)
+        ok = report.ok and {"isolation", "prompts", "network"} <= {c.name for c in report.checks}
+    return Session(
+        policy=policy.name,
+        problem=params.name,
+        seed=seed,
+        outcome=str(result.get("outcome")),
+        strict=7 if score == 7 else 0,
+        partial=score,
+        accepted=accepted,
+        false_accepts=false_accepts,
+        decode=gpu.decode_tokens,
+        prefill=gpu.prefill_tokens,
+        cancelled_decode=gpu.cancelled_decode,
+        wall_s=gpu.now,
+        calls=sum(lab.calls_by_role.values()),
+        audit_ok=ok,
+        decisions=decisions,
+        left=state.budget_exhausted or _phase_reason(run_dir),
+    )
+
+
+def _phase_reason(run_dir: Path) -> str:
+    reason = ""
+    for rec in RunReader(run_dir).records():
+        data = rec.data
+        if rec.type == "decision" and data.get("kind") == "phase" and data.get("phase") == "grade":
+            reason = str(data.get("reason"))
+    return reason
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def bootstrap(
+    per_problem: dict[str, list[int]], draws: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Expected total over the set and a 95% interval: resample sessions within each problem."""
+    rng = random.Random(seed)
+    mean = sum(sum(v) / len(v) for v in per_problem.values())
+    totals = []
+    for _ in range(draws):
+        total = 0.0
+        for values in per_problem.values():
+            total += sum(rng.choice(values) for _ in values) / len(values)
+        totals.append(total)
+    totals.sort()
+    return mean, totals[int(0.025 * draws)], totals[int(0.975 * draws) - 1]
+
+
+def table(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    head = (
+        f"{'policy':<9}{'strict /42':>20}{'partial /42':>20}{'false acc':>10}"
+        f"{'decode M':>10}{'prefill M':>10}{'dec/correct':>12}{'wall h':>8}{'calls':>7}"
+        f"{'audit':>7}"
+    )
+    lines = [head]
+    for policy in policies:
+        mine = [s for s in sessions if s.policy == policy.name]
+        if not mine:
+            continue
+        strict: dict[str, list[int]] = {}
+        partial: dict[str, list[int]] = {}
+        for s in mine:
+            strict.setdefault(s.problem, []).append(s.strict)
+            partial.setdefault(s.problem, []).append(s.partial)
+        sm, slo, shi = bootstrap(strict)
+        pm, plo, phi = bootstrap(partial)
+        accepted = sum(s.accepted for s in mine)
+        false = sum(s.false_accepts for s in mine)
+        correct = sum(s.accepted - s.false_accepts for s in mine)
+        n = len(mine)
+        decode = sum(s.decode for s in mine) / n / 1e6
+        prefill = sum(s.prefill for s in mine) / n / 1e6
+        per_correct = sum(s.decode for s in mine) / correct / 1e6 if correct else float("inf")
+        wall = sum(s.wall_s for s in mine) / n / 3600
+        calls = sum(s.calls for s in mine) / n
+        audited = [s.audit_ok for s in mine if s.audit_ok is not None]
+        audit = f"{sum(audited)}/{len(audited)}" if audited else "-"
+        lines.append(
+            f"{policy.name:<9}{f'{sm:5.1f} [{slo:4.1f},{shi:4.1f}]':>20}"
+            f"{f'{pm:5.1f} [{plo:4.1f},{phi:4.1f}]':>20}"
+            f"{(f'{false / accepted:.1%}' if accepted else '-'):>10}"
+            f"{decode:10.2f}{prefill:10.2f}{per_correct:12.2f}{wall:8.2f}{calls:7.0f}{audit:>7}"
+        )
+    return "\n".join(lines)
+
+
+def per_problem(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    names = [p.name for p in PROBLEMS]
+    lines = [f"{'policy':<9}" + "".join(f"{n:>12}" for n in names) + "   (mean strict / partial)"]
+    for policy in policies:
+        cells = []
+        for name in names:
+            mine = [s for s in sessions if s.policy == policy.name and s.problem == name]
+            if not mine:
+                cells.append(f"{'-':>12}")
+                continue
+            strict = sum(s.strict for s in mine) / len(mine)
+            partial = sum(s.partial for s in mine) / len(mine)
+            cells.append(f"{f'{strict:.1f}/{partial:.1f}':>12}")
+        lines.append(f"{policy.name:<9}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def ends(sessions: list[Session]) -> str:
+    counts: dict[tuple[str, str], int] = {}
+    for s in sessions:
+        why = s.left.split(":")[0][:40]
+        counts[(s.policy, why)] = counts.get((s.policy, why), 0) + 1
+    return "\n".join(f"  {p:<8} {n:4d}  {why}" for (p, why), n in sorted(counts.items()))
+
+
+# ---------------------------------------------------------------- main
+
+
+def run_all(
+    policies: tuple[Policy, ...],
+    sessions: int,
+    budget: int,
+    roles: RoleParams,
+    gpu: GpuModel,
+    *,
+    audit_every: int,
+    problems: tuple[ProblemParams, ...] = PROBLEMS,
+) -> list[Session]:
+    out: list[Session] = []
+    with tempfile.TemporaryDirectory(prefix="policy-lab-", dir=SCRATCH) as tmp:
+        root = Path(tmp)
+        for policy in policies:
+            for params in problems:
+                for seed in range(sessions):
+                    audit = audit_every > 0 and seed % audit_every == 0
+                    out.append(
+                        run_session(root, policy, params, roles, gpu, seed, budget, audit=audit)
+                    )
+    return out
+
+
+def check_http(
+    policies: tuple[Policy, ...], count: int, budget: int, roles: RoleParams, gpu: GpuModel
+) -> str:
+    """The same sessions over the real HTTP protocol: the decisions must be the same."""
+    same = total = 0
+    mismatches: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="policy-lab-http-", dir=SCRATCH) as tmp:
+        root = Path(tmp)
+        for policy in policies:
+            for params in PROBLEMS:
+                for seed in range(count):
+                    a = run_session(root, policy, params, roles, gpu, seed, budget, audit=False)
+                    b = run_session(
+                        root, policy, params, roles, gpu, seed, budget, http=True, audit=True
+                    )
+                    total += 1
+                    if a.decisions == b.decisions and b.audit_ok:
+                        same += 1
+                    else:
+                        mismatches.append(f"{policy.name}/{params.name}/seed {seed}")
+    shown = f" (differ: {', '.join(mismatches[:5])})" if mismatches else ""
+    return (
+        f"HTTP replay: {same}/{total} sessions with the same decisions and a passing audit{shown}"
+    )
+
+
+# The uncertain parameters at the ends of their ranges (the main table is the centre).
+SWEEP: dict[str, tuple[str, tuple[float, ...]]] = {
+    "false_alarm": ("roles", (0.05, 0.25)),
+    "review_reject_false": ("roles", (0.6, 0.95)),
+    "no_verdict": ("roles", (0.0, 0.1)),
+    "detect": ("problems", (0.8, 1.2)),  # a factor on every problem's detectability
+    "fix": ("problems", (0.6, 1.4)),  # a factor on every problem's fix rate
+    "decode_tok_s": ("gpu", (30.0, 90.0)),
+}
+
+
+def sweep(
+    policies: tuple[Policy, ...], sessions: int, budget: int, only: tuple[str, ...] = ()
+) -> str:
+    lines = [f"{'parameter':<20}{'value':>8}  " + "".join(f"{p.name:>10}" for p in policies)]
+    for name, (where, values) in SWEEP.items():
+        if only and name not in only:
+            continue
+        for value in values:
+            roles, gpu, problems = RoleParams(), GpuModel(), PROBLEMS
+            if where == "roles":
+                changed: dict[str, Any] = {name: value}
+                roles = replace(roles, **changed)
+            elif where == "gpu":
+                gpu = replace(gpu, **{name: value})
+            else:
+                problems = tuple(
+                    replace(p, **{name: min(getattr(p, name) * value, 1.0)}) for p in PROBLEMS
+                )
+            got = run_all(policies, sessions, budget, roles, gpu, audit_every=0, problems=problems)
+            cells = []
+            for policy in policies:
+                mine = [s for s in got if s.policy == policy.name]
+                cells.append(f"{sum(s.strict for s in mine) / len(mine) * len(problems):10.1f}")
+            lines.append(f"{name:<20}{value:>8g}  " + "".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="3 sessions per problem, small budget")
+    parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--budget", type=int, default=4_000_000, help="GPU tokens per problem")
+    parser.add_argument("--policies", default="", help="comma-separated subset")
+    parser.add_argument("--audit-every", type=int, default=5, help="audit every Nth session")
+    parser.add_argument("--http", type=int, default=0, help="replay N sessions per cell over HTTP")
+    parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--sweep-sessions", type=int, default=5)
+    parser.add_argument("--sweep-only", action="store_true", help="skip the main table")
+    parser.add_argument("--sweep-params", default="", help="comma-separated subset of the sweep")
+    parser.add_argument("--json", action="store_true", help="per-session rows as JSON lines")
+    parser.add_argument("--sessions-override", type=int, default=0, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.sessions, args.budget, args.audit_every = 2, 1_500_000, 1
+    if args.sessions_override:
+        args.sessions = args.sessions_override
+    chosen = tuple(p for p in POLICIES if not args.policies or p.name in args.policies.split(","))
+    if not chosen:
+        print(f"no such policy: {args.policies}", file=sys.stderr)
+        return 2
+    roles, gpu = RoleParams(), GpuModel()
+    if args.sweep_only:
+        print(f"sweep: strict /42, {args.sweep_sessions} sessions per problem")
+        only = tuple(p for p in args.sweep_params.split(",") if p)
+        print(sweep(chosen, args.sweep_sessions, args.budget, only))
+        return 0
+    sessions = run_all(chosen, args.sessions, args.budget, roles, gpu, audit_every=args.audit_every)
+    if args.json:
+        for s in sessions:
+            row = {k: v for k, v in s.__dict__.items() if k != "decisions"}
+            print(json.dumps(row))
+    print(
+        f"{args.sessions} sessions per problem, {len(PROBLEMS)} problems, budget "
+        f"{args.budget / 1e6:g}M GPU tokens per problem; means per problem-session except "
+        "the /42 columns (sum over problems, 95% bootstrap interval)"
+    )
+    print(table(sessions, chosen))
+    print()
+    print(per_problem(sessions, chosen))
+    print("\nwhy the solve phase ended:")
+    print(ends(sessions))
+    failed = [s for s in sessions if s.audit_ok is False]
+    if args.http:
+        print()
+        print(check_http(chosen, args.http, args.budget, roles, gpu))
+    if args.sweep:
+        print()
+        print(sweep(chosen, args.sweep_sessions, args.budget))
+    if failed:
+        print(f"\n{len(failed)} audited sessions FAILED the audit", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,370 @@
+"""The policy lab's simulated capable model: hidden proof states, answers in each role's contract.
+
+Every proof the simulated generator or reviser writes gets a hidden state (a set of flaws, each
+critical or major with its own detectability, and a true 0-7 score) and a tag in its text
+(``LAB-PROOF <id>``) through which later calls recognise it. Each role then answers from those
+states in its real output contract (the formats ``solver.roles`` parses):
+
+- verifier: finds each real flaw with its detectability, raises a false alarm on a proof with a
+  given rate, adds minor remarks; sometimes gives no verdict (prose only) or is cut off;
+- reviewer: confirms real findings and rejects false ones with given accuracies;
+- reviser: fixes each confirmed real flaw with some probability, may add a new flaw, and may
+  also fix an unconfirmed one by rewriting;
+- grader: the true score with noise; selector: the best true score with some accuracy.
+
+Draws come from a hash of (seed, role, request body, how many identical bodies came before), so a
+session is a pure function of its seed and the order of identical requests, whatever carries the
+bytes (in-process or HTTP). Token lengths per role are log-normal; a draw above the request's
+``max_tokens`` is cut there (``finish_reason: length``), as a server would.
+
+The parameters and their sources are in docs/bench-policy.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from dataclasses import dataclass, field
+
+from solver.testing.fake_endpoint import RecordedRequest, Reply
+from solver.testing.roles import role_of
+
+__all__ = ["LabModel", "ProblemParams", "ProofState", "RoleParams", "lab_role"]
+
+
+@dataclass(frozen=True)
+class ProblemParams:
+    """One problem's difficulty, in the model's terms."""
+
+    name: str
+    p_correct: float  # a fresh proof is correct
+    p_critical: float  # a flawed fresh proof has a critical flaw (else major gaps only)
+    detect: float  # a verifier finds a given real flaw
+    p_hidden: float  # a flaw no verifier sees (the DSM-V2 P6 case)
+    fix: float  # the reviser fixes a confirmed flaw
+    partial_score: tuple[int, int] = (1, 5)  # true score range of a flawed proof
+
+
+@dataclass(frozen=True)
+class RoleParams:
+    """Role behaviour shared by all problems; token lengths are (median, sigma) log-normal."""
+
+    false_alarm: float = 0.12  # a verifier reports a blocking finding on a correct step
+    minor_rate: float = 0.5  # a verifier adds a minor remark
+    no_verdict: float = 0.03  # a verifier answers in prose only
+    review_confirm_real: float = 0.9
+    review_reject_false: float = 0.8
+    revise_new_flaw: float = 0.15
+    revise_collateral_fix: float = 0.2  # an unconfirmed flaw fixed by the rewrite
+    grader_noise: float = 0.3  # probability the grade is off by one
+    selector_accuracy: float = 0.7
+    lengths: dict[str, tuple[int, float]] = field(
+        default_factory=lambda: {
+            "generator": (30_000, 0.6),
+            "reviser": (24_000, 0.6),
+            "verifier": (12_000, 0.5),
+            "reviewer": (6_000, 0.5),
+            "grader": (6_000, 0.4),
+            "selector": (8_000, 0.4),
+            "other": (4_000, 0.4),
+        }
+    )
+    proof_tokens: tuple[int, float] = (3_500, 0.4)  # the visible proof (DSM-V2 proofs: 6-17 kB)
+
+
+@dataclass(frozen=True)
+class Flaw:
+    key: str
+    severity: str  # critical | major
+    detect: float
+
+
+@dataclass(frozen=True)
+class ProofState:
+    proof_id: str
+    flaws: tuple[Flaw, ...]
+    score: int
+    tokens: int  # length of the visible proof, for prompts that carry it
+
+    @property
+    def correct(self) -> bool:
+        return not self.flaws
+
+
+_TAG = re.compile(r"LAB-PROOF ([0-9a-f]{12})")
+_STEP = "Step {key}: the argument at this point is written out."
+
+
+_LAB_ROLES = {"reconcile": "grader", "evaluation": "grader"}
+
+
+def lab_role(request: RecordedRequest) -> str:
+    """The role a request is for (``solver.testing.roles``), graders of every kind as one."""
+    try:
+        role = role_of(request)
+    except AssertionError:
+        return "other"
+    return _LAB_ROLES.get(role, role)
+
+
+class _Draws:
+    """Uniform draws from a hash chain: deterministic per (seed, request, occurrence)."""
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+        self._n = 0
+
+    def u(self) -> float:
+        self._n += 1
+        digest = hashlib.sha256(self._key + self._n.to_bytes(4, "big")).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    def chance(self, p: float) -> bool:
+        return self.u() < p
+
+    def lognormal(self, median: int, sigma: float) -> int:
+        # Box-Muller from two draws
+        u1, u2 = max(self.u(), 1e-12), self.u()
+        z = math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
+        return max(64, int(median * math.exp(sigma * z)))
+
+    def pick(self, n: int) -> int:
+        return min(int(self.u() * n), n - 1)
+
+    def hex(self) -> str:
+        return hashlib.sha256(self._key + b"id").hexdigest()[:12]
+
+
+class LabModel:
+    """A responder (``Callable[[RecordedRequest], Reply]``) for one simulated session."""
+
+    def __init__(self, problem: ProblemParams, roles: RoleParams, seed: int) -> None:
+        self.problem = problem
+        self.roles = roles
+        self.seed = seed
+        self.proofs: dict[str, ProofState] = {}
+        self.calls_by_role: dict[str, int] = {}
+        self._seen: dict[str, int] = {}
+        self.log: list[tuple[str, str, int]] = []  # (role, body digest, occurrence) in order
+        self._lock = threading.Lock()  # FakeEndpoint answers from its server threads
+
+    # ------------------------------------------------------------ plumbing
+
+    def _draws(self, role: str, body: bytes) -> _Draws:
+        digest = hashlib.sha256(body).hexdigest()
+        with self._lock:
+            occurrence = self._seen.get(digest, 0)
+            self._seen[digest] = occurrence + 1
+            self.log.append((role, digest[:12], occurrence))
+            self.calls_by_role[role] = self.calls_by_role.get(role, 0) + 1
+        return _Draws(f"{self.seed}|{self.problem.name}|{role}|{digest}|{occurrence}".encode())
+
+    def proofs_in(self, text: str) -> list[ProofState]:
+        found = []
+        for proof_id in _TAG.findall(text):
+            state = self.proofs.get(proof_id)
+            if state is not None and state not in found:
+                found.append(state)
+        return found
+
+    def prompt_tokens(self, request: RecordedRequest) -> int:
+        """The prompt's size as the GPU sees it: the text, with each carried proof at its
+        simulated length rather than the few lines that stand for it here."""
+        text = request.system_text + request.user_text
+        extra = sum(max(p.tokens - 60, 0) for p in self.proofs_in(request.user_text))
+        return len(text) // 4 + extra
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        role = lab_role(request)
+        draws = self._draws(role, request.body)
+        answer = {
+            "generator": self._generate,
+            "reviser": self._revise,
+            "verifier": self._verify,
+            "reviewer": self._review,
+            "grader": self._grade,
+            "selector": self._select,
+        }.get(role)
+        text = answer(request, draws) if answer is not None else "No answer."
+        median, sigma = self.roles.lengths.get(role, self.roles.lengths["other"])
+        completion = draws.lognormal(median, sigma)
+        limit = int(request.json.get("max_tokens") or request.json.get("max_output_tokens") or 0)
+        finish = "stop"
+        if limit and completion > limit:
+            completion, finish = limit, "length"
+            text = text[: max(len(text) // 3, 1)]  # cut mid-answer: no closing sections
+        reasoning = "Thinking about the problem."
+        return Reply(
+            text=text,
+            reasoning=reasoning,
+            finish_reason=finish,
+            usage=(self.prompt_tokens(request), completion),
+            chunk_chars=4096,
+        )
+
+    # ------------------------------------------------------------ proofs
+
+    def _new_proof(self, draws: _Draws, flaws: tuple[Flaw, ...]) -> ProofState:
+        low, high = self.problem.partial_score
+        if not flaws:
+            score = 7
+        elif any(f.severity == "critical" for f in flaws):
+            score = low + draws.pick(max(high - low, 1) // 2 + 1)
+        else:
+            score = low + draws.pick(high - low + 1)
+        tokens = draws.lognormal(*self.roles.proof_tokens)
+        state = ProofState(proof_id=draws.hex(), flaws=flaws, score=score, tokens=tokens)
+        with self._lock:
+            self.proofs[state.proof_id] = state
+        return state
+
+    def _flaw(self, draws: _Draws, severity: str) -> Flaw:
+        detect = 0.0 if draws.chance(self.problem.p_hidden) else self.problem.detect
+        return Flaw(key=draws.hex()[:6] + str(draws.pick(10_000)), severity=severity, detect=detect)
+
+    def _fresh_flaws(self, draws: _Draws) -> tuple[Flaw, ...]:
+        if draws.chance(self.problem.p_correct):
+            return ()
+        flaws = [
+            self._flaw(draws, "critical" if draws.chance(self.problem.p_critical) else "major")
+        ]
+        if draws.chance(0.35):
+            flaws.append(self._flaw(draws, "major"))
+        return tuple(flaws)
+
+    def _proof_text(self, state: ProofState) -> str:
+        steps = [_STEP.format(key=f"S{i}") for i in range(3)]
+        steps += [_STEP.format(key=f.key) for f in state.flaws]
+        body = "\n\n".join([f"LAB-PROOF {state.proof_id}", *steps, "This completes the proof."])
+        return (
+            f"## Proof\n\n{body}\n\n## Final answer\n\nSee the proof.\n\n"
+            "## Self-assessment\n\nStatus: complete."
+        )
+
+    def _generate(self, request: RecordedRequest, draws: _Draws) -> str:
+        return self._proof_text(self._new_proof(draws, self._fresh_flaws(draws)))
+
+    def _revise(self, request: RecordedRequest, draws: _Draws) -> str:
+        found = self.proofs_in(request.user_text)
+        if not found:
+            return self._generate(request, draws)
+        old = found[0]
+        findings = request.user_text.split("# Confirmed findings", 1)[-1]
+        kept: list[Flaw] = []
+        for flaw in old.flaws:
+            confirmed = f"Step {flaw.key}:" in findings
+            fixed = draws.chance(
+                self.problem.fix if confirmed else self.roles.revise_collateral_fix
+            )
+            if not fixed:
+                kept.append(flaw)
+        if draws.chance(self.roles.revise_new_flaw):
+            kept.append(self._flaw(draws, "major"))
+        return self._proof_text(self._new_proof(draws, tuple(kept)))
+
+    # ------------------------------------------------------------ judging
+
+    def _verify(self, request: RecordedRequest, draws: _Draws) -> str:
+        found = self.proofs_in(request.user_text)
+        if not found:
+            return "The text contains no proof."
+        proof = found[0]
+        findings: list[dict[str, str]] = []
+        for flaw in proof.flaws:
+            if draws.chance(flaw.detect):
+                findings.append(
+                    {
+                        "id": f"F{len(findings) + 1}",
+                        "location": _STEP.format(key=flaw.key),
+                        "severity": flaw.severity,
+                        "explanation": f"The claim of step {flaw.key} does not follow.",
+                    }
+                )
+        if draws.chance(self.roles.false_alarm):
+            step = f"S{draws.pick(3)}"
+            findings.append(
+                {
+                    "id": f"F{len(findings) + 1}",
+                    "location": _STEP.format(key=step),
+                    "severity": "major",
+                    "explanation": f"Step {step} seems to need more justification.",
+                }
+            )
+        if draws.chance(self.roles.minor_rate):
+            findings.append(
+                {
+                    "id": f"F{len(findings) + 1}",
+                    "location": "This completes the proof.",
+                    "severity": "minor",
+                    "explanation": "The conclusion could restate what was shown.",
+                }
+            )
+        if draws.chance(self.roles.no_verdict):
+            return "I checked the steps and have some thoughts, but I will not give a verdict."
+        blocking = any(f["severity"] != "minor" for f in findings)
+        payload = {"findings": findings, "verdict": "fail" if blocking else "pass"}
+        return f"Verification log.\n\n```json\n{json.dumps(payload)}\n```"
+
+    def _review(self, request: RecordedRequest, draws: _Draws) -> str:
+        found = self.proofs_in(request.user_text)
+        real = {f.key for f in found[0].flaws} if found else set()
+        report = request.user_text.split("# Verifier's report", 1)[-1]
+        reviews = []
+        for finding in _findings_of(report):
+            location = str(finding.get("location", ""))
+            is_real = any(f"Step {key}:" in location for key in real)
+            if is_real:
+                confirm = draws.chance(self.roles.review_confirm_real)
+            else:
+                confirm = not draws.chance(self.roles.review_reject_false)
+            reviews.append(
+                {
+                    "id": finding.get("id"),
+                    "decision": "confirmed" if confirm else "rejected",
+                    "severity": finding.get("severity", "major"),
+                    "reason": "checked against the proof",
+                }
+            )
+        return f"Review.\n\n```json\n{json.dumps({'reviews': reviews})}\n```"
+
+    def _grade(self, request: RecordedRequest, draws: _Draws) -> str:
+        found = self.proofs_in(request.user_text)
+        score = found[0].score if found else 0
+        if draws.chance(self.roles.grader_noise):
+            score += 1 if draws.chance(0.5) else -1
+        score = min(max(score, 0), 7)
+        payload = {"score": score, "justification": "graded against the steps"}
+        return f"Assessment.\n\n```json\n{json.dumps(payload)}\n```"
+
+    def _select(self, request: RecordedRequest, draws: _Draws) -> str:
+        found = self.proofs_in(request.user_text)
+        if not found:
+            return "No proofs."
+        if draws.chance(self.roles.selector_accuracy):
+            index = max(range(len(found)), key=lambda i: found[i].score)
+        else:
+            index = draws.pick(len(found))
+        payload = {"choice": chr(ord("A") + index), "reason": "most rigorous"}
+        return f"Choice.\n\n```json\n{json.dumps(payload)}\n```"
+
+
+def _findings_of(report: str) -> list[dict[str, object]]:
+    """The findings a reviewer is shown (the verifier's JSON block, as rendered)."""
+    match = re.search(r"```json\s*(\{.*?\})\s*```", report, re.S)
+    if match:
+        try:
+            data = json.loads(match.group(1))
+            return [f for f in data.get("findings", []) if isinstance(f, dict)]
+        except ValueError:
+            pass
+    # Rendered findings (verifier.format_report): "### Finding F1 (severity: major)", then
+    # the location.
+    out: list[dict[str, object]] = []
+    for block in re.split(r"(?=### Finding )", report):
+        head = re.match(r"### Finding (\S+) \(severity: (\w+)\)", block)
+        if head:
+            out.append({"id": head.group(1), "severity": head.group(2), "location": block})
+    return out

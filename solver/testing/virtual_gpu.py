@@ -1,0 +1,155 @@
+"""Virtual GPU time for the policy lab: tokens become wall time, in an instant of real time.
+
+A call's work is its prefill (prompt tokens at ``prefill_tok_s``) plus its decode (completion
+tokens at ``decode_tok_s``), both single-user rates. With ``c`` calls on the GPU every call
+progresses ``slowdown(c) = 1 + (c - 1) / saturation`` times slower (processor sharing), so the
+aggregate throughput ``c / slowdown(c)`` rises with concurrency and flattens past
+``saturation``. Defaults and ranges: docs/bench-policy.md.
+
+The clock advances only when every call in flight is waiting for its response and the event
+loop has nothing else to run (the engine is waiting too); then the call that finishes first is
+released at its finish time. That makes the order of completions, and so every decision, a
+pure function of the simulated model's answers, whatever carries the bytes. Calls still being
+answered over HTTP hold the clock (``busy``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from solver.llm import Usage
+from solver.testing.fake_endpoint import RecordedRequest, Reply
+
+__all__ = ["GpuModel", "VirtualGpu"]
+
+_SETTLE_TURNS = 8  # event-loop turns with nothing new before the clock may move
+
+
+def _runnable(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether anything besides this ticker is ready to run. CPython's loops keep ready
+    callbacks in ``_ready``; on a loop without it the settle turns alone must do."""
+    ready = getattr(loop, "_ready", None)
+    return bool(ready)
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    decode_tok_s: float = 50.0  # one user alone
+    prefill_tok_s: float = 4_000.0
+    saturation: float = 32.0
+
+    def slowdown(self, concurrent: int) -> float:
+        return 1.0 + max(concurrent - 1, 0) / self.saturation
+
+
+@dataclass
+class _Job:
+    prompt: int
+    completion: int
+    work: float  # seconds of single-user GPU time left
+    total: float
+    done: asyncio.Future[None]
+    key: int
+
+
+@dataclass
+class VirtualGpu:
+    model: GpuModel = field(default_factory=GpuModel)
+    now: float = 0.0
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    cancelled_decode: int = 0
+    busy: int = 0
+    peak: int = 0
+    _jobs: dict[int, _Job] = field(default_factory=dict)
+    _by_request: dict[int, _Job] = field(default_factory=dict)
+    _next: int = 0
+    _changes: int = 0
+    _ticker: asyncio.Task[None] | None = None
+
+    def clock(self, prior: float) -> Callable[[], float]:
+        """A session's elapsed time (``Seams.clock``): earlier sessions plus virtual time."""
+        return lambda: prior + self.now
+
+    # ------------------------------------------------------------ the Pacer protocol
+
+    async def hold(self, request: RecordedRequest, reply: Reply, tokens: tuple[int, int]) -> None:
+        prompt, completion = tokens
+        await self.hold_tokens(id(request), prompt, completion)
+
+    def cut(self, request: RecordedRequest) -> Usage:
+        job = self._by_request.pop(id(request), None)
+        if job is None:
+            return Usage()
+        return self._cut(job)
+
+    # ------------------------------------------------------------ scheduling
+
+    async def hold_tokens(self, tag: int, prompt: int, completion: int) -> None:
+        work = prompt / self.model.prefill_tok_s + completion / self.model.decode_tok_s
+        self._next += 1
+        job = _Job(
+            prompt, completion, work, work, asyncio.get_running_loop().create_future(), self._next
+        )
+        self._jobs[job.key] = job
+        self._by_request[tag] = job
+        self.peak = max(self.peak, len(self._jobs))
+        self._changes += 1
+        self._kick()
+        try:
+            await job.done
+        except asyncio.CancelledError:
+            if job.key in self._jobs:
+                self._jobs.pop(job.key)
+                self._changes += 1
+            raise
+        self._by_request.pop(tag, None)
+        self.prefill_tokens += prompt
+        self.decode_tokens += completion
+
+    def _cut(self, job: _Job) -> Usage:
+        """A call cancelled while on the GPU spent its prompt and what it decoded so far."""
+        self._jobs.pop(job.key, None)
+        done = 1.0 - job.work / job.total if job.total else 1.0
+        prefill_share = (job.prompt / self.model.prefill_tok_s) / job.total if job.total else 0
+        decoded = int(
+            job.completion * max(0.0, (done - prefill_share) / max(1 - prefill_share, 1e-9))
+        )
+        self.prefill_tokens += job.prompt
+        self.decode_tokens += decoded
+        self.cancelled_decode += decoded
+        return Usage(input_tokens=job.prompt, output_tokens=decoded)
+
+    def _kick(self) -> None:
+        if self._ticker is None or self._ticker.done():
+            self._ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._jobs:
+            seen = -1
+            while seen != self._changes or self.busy or _runnable(loop):
+                seen = self._changes
+                if self.busy:
+                    await asyncio.sleep(0.002)  # an HTTP call is being answered
+                for _ in range(_SETTLE_TURNS):
+                    await asyncio.sleep(0)
+                if not self._jobs:
+                    return
+            self._advance()
+
+    def _advance(self) -> None:
+        live = [j for j in self._jobs.values() if not j.done.done()]
+        if not live:
+            return
+        slow = self.model.slowdown(len(live))
+        first = min(live, key=lambda j: (j.work, j.key))
+        step = first.work
+        self.now += step * slow
+        for job in live:
+            job.work -= step
+        del self._jobs[first.key]
+        self._changes += 1
+        first.done.set_result(None)

@@ -1,0 +1,210 @@
+"""The search policy's settings (issue 19, Deliver 2), each against a scripted model at the
+ModelClient seam: what each one changes in the calls made and the decisions taken."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from solver.errors import InputError
+from solver.records import ProofFacts
+from solver.testing.fake_endpoint import RecordedRequest, Reply
+from tests.loop import scripts
+from tests.loop.harness import ScriptedEndpoint, audit_ok, solve, state_of
+
+
+def _sceptic(request: RecordedRequest) -> bool:
+    return "sceptical grader" in request.system_text  # the "adversarial" verifier variant
+
+
+def sceptic_gives_no_verdict(request: RecordedRequest) -> Reply:
+    if scripts.role_of(request) == "verifier" and _sceptic(request):
+        return Reply(text="I have looked at it and have doubts.", chunk_chars=64)
+    return scripts.solved(request)
+
+
+def sceptic_finds_a_flaw(request: RecordedRequest) -> Reply:
+    """v0 passes one of its two verifications; every revision is worse (fails both)."""
+    role = scripts.role_of(request)
+    if role == "generator":
+        return scripts.proof_reply(scripts.GOOD_PROOF)
+    if role == "reviser":
+        return scripts.proof_reply(scripts.FLAWED_PROOF)
+    if role == "verifier" and (_sceptic(request) or "FLAW" in request.user_text):
+        return scripts.verdict([scripts.FLAW_FINDING])
+    return scripts.fix_after_finding(request)
+
+
+def _verifications(state: object, version: int) -> list[object]:
+    calls = state.calls.values()  # type: ignore[attr-defined]
+    return [c for c in calls if c.role == "verifier" and c.version == version]
+
+
+def test_a_verification_without_verdict_is_issued_again(tmp_path: Path) -> None:
+    with ScriptedEndpoint(sceptic_gives_no_verdict) as fake:
+        outcome = solve(fake, tmp_path, candidates=1, acceptance__reverify_no_verdict=True)
+    state = state_of(outcome.run_dir)
+    assert outcome.outcome == "solved"
+    ids = sorted(c.call_id for c in _verifications(state, 0))
+    # verify.1 (adversarial) gave no verdict; verify.2 (next variant) replaced it
+    assert ids == ["L0.v0.verify.0", "L0.v0.verify.1", "L0.v0.verify.2"]
+    assert not state.calls["L0.v0.verify.1"].parsed_ok
+    audit_ok(outcome.run_dir)
+
+
+def test_without_reissue_no_verdict_fails_the_round(tmp_path: Path) -> None:
+    with ScriptedEndpoint(sceptic_gives_no_verdict) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__reverify_no_verdict=False,
+            acceptance__max_failed_rounds=1,
+            acceptance__max_lineages=1,
+        )
+    state = state_of(outcome.run_dir)
+    assert state.lineages["L0"].versions[0].status == "failed"
+    assert len(_verifications(state, 0)) == 2
+
+
+def test_an_overturned_fail_is_replaced_not_counted_as_a_pass(tmp_path: Path) -> None:
+    with ScriptedEndpoint(scripts.reviewer_rejects) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__overturned_fail_passes=False,
+            acceptance__reverify_no_verdict=True,
+            acceptance__max_failed_rounds=1,
+            acceptance__max_lineages=1,
+        )
+    state = state_of(outcome.run_dir)
+    assert outcome.outcome != "solved"  # one lenient reviewer passed nothing
+    assert len(_verifications(state, 0)) == 4  # 2 x K verifications, each overturned
+
+
+def test_staged_verification_stops_at_the_first_stage_on_a_fail(tmp_path: Path) -> None:
+    with ScriptedEndpoint(scripts.never_accepted) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__verifications=5,
+            acceptance__verify_stage=2,
+            acceptance__cancel_on_blocking=True,
+            acceptance__max_failed_rounds=2,
+            acceptance__max_lineages=1,
+            acceptance__abandon_on_recurring=False,
+        )
+    state = state_of(outcome.run_dir)
+    assert len(_verifications(state, 0)) == 2
+    assert len(_verifications(state, 1)) == 2
+    audit_ok(outcome.run_dir)
+
+
+def test_staged_verification_asks_the_rest_when_the_first_stage_passes(tmp_path: Path) -> None:
+    with ScriptedEndpoint(scripts.solved) as fake:
+        outcome = solve(
+            fake, tmp_path, candidates=1, acceptance__verifications=4, acceptance__verify_stage=1
+        )
+    state = state_of(outcome.run_dir)
+    assert outcome.outcome == "solved"
+    assert len(_verifications(state, 0)) == 4
+    planned = [c for c in state.calls if c.startswith("L0.v0.verify.")]
+    assert planned[0] == "L0.v0.verify.0"
+
+
+def test_recurrence_must_span_consecutive_rounds_to_abandon(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    with ScriptedEndpoint(scripts.never_accepted) as fake:
+        once = solve(
+            fake,
+            tmp_path / "one",
+            candidates=1,
+            acceptance__max_lineages=1,
+            acceptance__recurrence_rounds=1,
+        )
+    with ScriptedEndpoint(scripts.never_accepted) as fake:
+        twice = solve(
+            fake,
+            tmp_path / "two",
+            candidates=1,
+            acceptance__max_lineages=1,
+            acceptance__recurrence_rounds=2,
+        )
+    first, second = state_of(once.run_dir).lineages["L0"], state_of(twice.run_dir).lineages["L0"]
+    assert first.abandoned and second.abandoned
+    assert max(first.versions) == 1  # abandoned when v1 repeated v0's flaw
+    assert max(second.versions) == 2  # v0, v1 and v2 all had it
+    audit_ok(twice.run_dir)
+
+
+def test_a_lineage_revises_from_and_submits_its_best_version(tmp_path: Path) -> None:
+    with ScriptedEndpoint(sceptic_finds_a_flaw) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            budget__calls=14,
+            acceptance__best_version=True,
+            acceptance__abandon_on_recurring=False,
+        )
+    state = state_of(outcome.run_dir)
+    assert state.calls["L0.v1.revise"].target == "0"
+    assert state.calls["L0.v2.revise"].target == "0"  # v1 passed nothing: back to v0
+    assert state.selected == ("L0", 0)
+    audit_ok(outcome.run_dir)
+
+
+def test_lineages_follow_the_budget(tmp_path: Path) -> None:
+    with ScriptedEndpoint(scripts.unparseable) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            budget__calls=40,
+            acceptance__max_failed_rounds=1,
+            acceptance__lineages_follow_budget=True,
+        )
+    state = state_of(outcome.run_dir)
+    assert len(state.lineages) > 3  # past the old cap of 3 x candidates
+    assert state.budget_exhausted.startswith("call budget")
+
+
+def test_temperature_zero_with_more_verifications_than_variants_is_refused(
+    tmp_path: Path,
+) -> None:
+    with ScriptedEndpoint(scripts.solved) as fake, pytest.raises(InputError, match="byte for byte"):
+        solve(
+            fake,
+            tmp_path,
+            acceptance__verifications=5,
+            **{"roles.verifier.temperature": 0.0},
+        )
+
+
+def reviser_comments(request: RecordedRequest) -> Reply:
+    if scripts.role_of(request) == "reviser":
+        return scripts.proof_reply("Fixing C1: " + scripts.GOOD_PROOF)
+    return scripts.fix_after_finding(request)
+
+
+def test_a_revision_that_talks_about_findings_is_unusable(tmp_path: Path) -> None:
+    with ScriptedEndpoint(reviser_comments) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__max_failed_rounds=2,
+            acceptance__max_lineages=1,
+        )
+    state = state_of(outcome.run_dir)
+    revise = state.calls["L0.v1.revise"]
+    assert isinstance(revise.facts, ProofFacts)
+    assert revise.facts.has_proof is False and revise.facts.commentary == "Fixing C1"
+    assert state.lineages["L0"].versions[1].proof_artifact is None
+    verified = {c.version for c in state.calls.values() if c.role == "verifier"}
+    assert 1 not in verified  # no verifier saw the commentary
+    audit_ok(outcome.run_dir)
