@@ -25,8 +25,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from solver.answers import check_answer
 from solver.answers import latex as answer_latex
-from solver.answers.check import check_answer
 
 DEFAULT_DATA = Path(__file__).resolve().parent.parent / "tests/roles/data/answerbench-answers.csv"
 

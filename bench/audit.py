@@ -140,7 +140,7 @@ def real_run(run_dir: Path, calls: int) -> None:
     """A real run of ``calls`` model calls (every candidate keeps a flaw, so the run spends
     its whole budget), made by the loop against the scripted fake endpoint."""
     from bench.report import make_run, never_accepted
-    from solver.testing.fake_endpoint import FakeEndpoint
+    from solver.testing import FakeEndpoint
 
     with FakeEndpoint(never_accepted) as fake:
         make_run(fake.url, run_dir, calls)

@@ -23,9 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from solver.local.build import find_server
-from solver.local.model import find_gguf
-from solver.local.server import ServerProcess, start_server, stop_server
+from solver.local import ServerProcess, find_gguf, find_server, start_server, stop_server
 
 # The project starts llama-server with --poll 0; "-poll50" restores llama.cpp's own default.
 VARIANTS: dict[str, tuple[int, tuple[str, ...]]] = {

@@ -45,13 +45,20 @@ from solver.llm import (
 )
 from solver.llm.codec import PATHS
 from solver.loop.state import RunState
-from solver.problems.files import load_problem
-from solver.run.session import Seams, read_state, start_run
+from solver.problems import load_problem
+from solver.run import Seams, read_state, start_run
 from solver.store import RunReader
-from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
-from solver.testing.lab_model import LabModel, ProblemParams, RoleParams
-from solver.testing.scripted_client import ScriptedClient
-from solver.testing.virtual_gpu import GpuModel, VirtualGpu
+from solver.testing import (
+    FakeEndpoint,
+    GpuModel,
+    LabModel,
+    ProblemParams,
+    RecordedRequest,
+    RoleParams,
+    ScriptedClient,
+    VirtualGpu,
+)
+from solver.testing.fake_endpoint import Reply
 
 # Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters").
 PROBLEMS: tuple[ProblemParams, ...] = (

@@ -30,14 +30,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from solver.config import resolve_settings  # noqa: E402
-from solver.evaluation.evaluate import quiet_progress  # noqa: E402
-from solver.problems.files import Problem  # noqa: E402
-from solver.report.html import render_html  # noqa: E402
-from solver.report.load import load_report  # noqa: E402
-from solver.report.markdown import render_markdown  # noqa: E402
-from solver.run.session import read_state, start_run  # noqa: E402
-from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply  # noqa: E402
-from solver.testing.roles import role_of  # noqa: E402
+from solver.evaluation import quiet_progress  # noqa: E402
+from solver.problems import Problem  # noqa: E402
+from solver.report import load_report, render_html, render_markdown  # noqa: E402
+from solver.run import read_state, start_run  # noqa: E402
+from solver.testing import FakeEndpoint, RecordedRequest, role_of  # noqa: E402
+from solver.testing.fake_endpoint import Reply  # noqa: E402
 
 STEP = (
     "Since $a \\equiv b \\pmod{4}$ we get $\\frac{a^2+b^2}{2} \\ge ab$, and by induction on "

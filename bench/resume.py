@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from solver.config import resolve_settings  # noqa: E402
-from solver.problems.files import Problem  # noqa: E402
+from solver.problems import Problem  # noqa: E402
 from solver.records import (  # noqa: E402
     ArtifactPut,
     BlobLink,
@@ -43,9 +43,7 @@ from solver.records import (  # noqa: E402
     LlmCompleted,
     LlmStarted,
 )
-from solver.run.manifest import build_manifest, manifest_blobs  # noqa: E402
-from solver.run.session import open_run  # noqa: E402
-from solver.run.sources import resolve_endpoint  # noqa: E402
+from solver.run import build_manifest, manifest_blobs, open_run, resolve_endpoint  # noqa: E402
 from solver.store import RunStore, canonical_json, utc_now  # noqa: E402
 from solver.store.journal import line_hash  # noqa: E402
 

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from solver.llm import Api
-from solver.problems.files import Problem
+from solver.problems import Problem
 
 # The facts are the roles' (each role's parser makes its own); re-exported as records.
 from solver.roles.facts import (

@@ -18,9 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from solver.local.build import find_server
-from solver.local.model import file_sha256, find_gguf
-from solver.local.server import ServerProcess, start_server, stop_server
+from solver.local import (
+    ServerProcess,
+    file_sha256,
+    find_gguf,
+    find_server,
+    start_server,
+    stop_server,
+)
 
 # Smaller than the `solver local up` default: enough for every test prompt, quicker to allocate.
 TEST_CONTEXT = 4096

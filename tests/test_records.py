@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from solver.config import resolve_settings
-from solver.problems.files import Problem
+from solver.problems import Problem
 from solver.records import (
     FACTS_ADAPTER,
     MANIFEST_FORMAT,
@@ -26,8 +26,7 @@ from solver.records import (
     VerificationFacts,
     parse_loop_record,
 )
-from solver.run.manifest import build_manifest
-from solver.run.sources import resolve_endpoint
+from solver.run import build_manifest, resolve_endpoint
 from solver.store import canonical_json
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "run-v1-signed"

@@ -28,7 +28,7 @@ from solver.llm import (
 )
 from solver.loop.contexts import ContextBuilder
 from solver.loop.state import CallState, RunState
-from solver.problems.files import Problem
+from solver.problems import Problem
 from solver.records import parse_loop_record
 from solver.roles import rubric_writer, verifier
 from solver.store import BlobRef, Record, RunStore

@@ -15,20 +15,25 @@ from solver.cli.errors import reports_errors
 from solver.cli.run import run_interruptibly
 from solver.config import ResolvedSettings, Settings, resolve_settings
 from solver.errors import Interrupted
-from solver.evaluation.calibrate import calibration_report, load_graded, write_calibration
-from solver.evaluation.evaluate import (
+from solver.evaluation import (
     EvalMonitor,
+    EvalSummary,
     Job,
     JobResult,
+    calibration_report,
     drive_jobs,
     file_digest,
+    load_graded,
+    plan_counts,
+    plan_set,
     prepare_out,
     run_settings,
+    score_line,
+    served_model,
+    write_calibration,
+    write_set_results,
 )
-from solver.evaluation.output import score_line
-from solver.evaluation.scores import EvalSummary
-from solver.evaluation.set_run import plan_counts, plan_set, served_model, write_set_results
-from solver.problems.sets import load_problem_set
+from solver.problems import load_problem_set
 
 EVAL_GRADERS = 3  # G when neither --graders nor the configuration file sets it
 GRADERS_KEY = "grading.evaluation_graders"
@@ -284,7 +289,7 @@ def run(
     """Solve every problem of SET N times (one run directory per problem and run), grade each
     final proof with G graders in evaluation mode, and write OUT/results.json, results.md and
     results.png. Running the same command again continues where it stopped."""
-    from solver.problems.sets import parse_mapping
+    from solver.problems import parse_mapping
 
     problem_set = load_problem_set(set_path, mapping=parse_mapping(mapping) if mapping else None)
     for warning in problem_set.warnings:

@@ -14,8 +14,8 @@ import click
 
 from solver.cli.errors import reports_errors
 from solver.errors import EXIT_ENDPOINT
+from solver.local import DEFAULT_CONTEXT
 from solver.local import model as local
-from solver.local.server import DEFAULT_CONTEXT
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -13,8 +13,7 @@ import click
 
 from solver._util.terminal import json_visible, one_line, visible
 from solver.cli.errors import reports_errors
-from solver.problems.files import load_problem
-from solver.problems.sets import FORMATS, load_problem_set, parse_mapping
+from solver.problems import FORMATS, load_problem, load_problem_set, parse_mapping
 
 __all__ = ["problem"]
 

@@ -10,9 +10,7 @@ import click
 from solver._util.terminal import json_visible
 from solver.cli.errors import reports_errors
 from solver.errors import InputError, NotFound
-from solver.report.html import render_html
-from solver.report.load import DEFAULT_MAX_CHARS, load_report
-from solver.report.markdown import render_markdown
+from solver.report import DEFAULT_MAX_CHARS, load_report, render_html, render_markdown
 from solver.store import StorageFull, write_atomic
 
 

@@ -23,10 +23,8 @@ from solver.config import ResolvedSettings, resolve_settings
 from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
 from solver.loop.engine import RunProgress
 from solver.loop.state import RunState
-from solver.problems.files import load_problem
-from solver.run.manifest import read_manifest, settings_of_run
-from solver.run.session import RunOutcome, resume_run, start_run
-from solver.run.status import run_status
+from solver.problems import load_problem
+from solver.run import RunOutcome, read_manifest, resume_run, run_status, settings_of_run, start_run
 from solver.store import RunReader
 
 T = TypeVar("T")

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from solver.evaluation.evaluate import JobResult
 from solver.evaluation.scores import FULL_GRADE, Agreement, agreement
 from solver.loop.grading import AGGREGATIONS, aggregate
-from solver.problems.files import Problem, read_checked_text
+from solver.problems import Problem, read_checked_text
 from solver.store import write_atomic
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -81,7 +81,7 @@ def _graded(path: Path, line_no: int, row: dict[str, Any]) -> GradedProof:
 
 def load_graded(path: Path) -> list[GradedProof]:
     """Read FILE; every problem is one line "FILE: line N: what is wrong" (InputError)."""
-    from solver.problems.files import input_error
+    from solver.problems import input_error
 
     _, text = read_checked_text(path, extensions=(".jsonl",), max_bytes=MAX_FILE_BYTES)
     items: list[GradedProof] = []

@@ -36,9 +36,9 @@ from solver.evaluation.scores import RunStatus
 from solver.loop.capacity import SharedCapacity
 from solver.loop.engine import RunProgress
 from solver.loop.state import CallState, RunState
-from solver.problems.files import Problem
+from solver.problems import Problem
 from solver.records import Decision
-from solver.run.session import ProgressFactory, RunOutcome, read_state, resume_run, start_run
+from solver.run import ProgressFactory, RunOutcome, read_state, resume_run, start_run
 from solver.store import holds_only_create_leftovers, write_atomic
 
 EVAL_FORMAT = "solver-eval/1"

@@ -19,8 +19,8 @@ from solver.evaluation.evaluate import (
 )
 from solver.evaluation.output import Written, write_results
 from solver.evaluation.scores import EvalSummary, RunScore, score_from_result, summarise
-from solver.problems.files import Problem
-from solver.run.session import read_state
+from solver.problems import Problem
+from solver.run import read_state
 
 
 @dataclass(frozen=True)

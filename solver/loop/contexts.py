@@ -23,7 +23,7 @@ from solver import roles
 from solver.llm import Completion
 from solver.loop.policy import selection_pool
 from solver.loop.state import CallState, RunState, confirmed_findings, findings_of
-from solver.problems.files import Problem
+from solver.problems import Problem
 from solver.records import (
     ArtifactPut,
     BlobLink,

@@ -13,7 +13,7 @@ from solver.loop.policy import (
     graded_score,
 )
 from solver.loop.state import LineageState, RunState
-from solver.problems.files import Problem
+from solver.problems import Problem
 from solver.records import BlobLink, ProofFacts, RunFinished
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def _answer_check(state: RunState, problem: Problem, proof: str) -> dict[str, Any] | None:
     if not problem.answer:
         return None
-    from solver.answers.check import check_answer, extract_final_answer
+    from solver.answers import check_answer, extract_final_answer
 
     assert state.selected is not None
     lineage, version = state.selected

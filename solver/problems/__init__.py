@@ -1,0 +1,27 @@
+"""The face of solver.problems: what other packages import from it."""
+
+from __future__ import annotations
+
+from solver.problems.files import (
+    MAX_PROBLEM_BYTES,
+    Problem,
+    input_error,
+    load_problem,
+    normalise_statement,
+    read_checked_text,
+    statement_digest,
+)
+from solver.problems.sets import FORMATS, load_problem_set, parse_mapping
+
+__all__ = [
+    "FORMATS",
+    "MAX_PROBLEM_BYTES",
+    "Problem",
+    "input_error",
+    "load_problem",
+    "load_problem_set",
+    "normalise_statement",
+    "parse_mapping",
+    "read_checked_text",
+    "statement_digest",
+]

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from solver._util.clock import seconds_between
 from solver.loop.state import RunState
-from solver.problems.files import Problem
+from solver.problems import Problem
 from solver.records import (
     CallCancelled,
     CallCompleted,
@@ -48,9 +48,7 @@ from solver.report.model import (
     VersionView,
     lineage_children,
 )
-from solver.run.manifest import read_manifest
-from solver.run.session import typed_record
-from solver.run.status import run_condition, wall_seconds
+from solver.run import read_manifest, run_condition, typed_record, wall_seconds
 from solver.store import RunReader
 from solver.store.errors import StoreError
 

@@ -19,7 +19,7 @@ from solver.records import (
     SelectionFacts,
     VerificationFacts,
 )
-from solver.run.status import RunCondition
+from solver.run import RunCondition
 
 CallViewStatus = Literal["planned", "running", "completed", "failed", "cancelled", "unfinished"]
 TimelineKind = Literal["session", "decision", "failure", "finish", "endpoint"]

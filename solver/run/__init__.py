@@ -1,0 +1,39 @@
+"""The face of solver.run: what other packages import from it."""
+
+from __future__ import annotations
+
+from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
+from solver.run.session import (
+    ProgressFactory,
+    RunOutcome,
+    Seams,
+    open_run,
+    read_state,
+    resume_run,
+    start_run,
+    typed_record,
+)
+from solver.run.sources import resolve_endpoint, resume_endpoint, role_endpoints
+from solver.run.status import RunCondition, run_condition, run_status, wall_seconds
+
+__all__ = [
+    "ProgressFactory",
+    "RunCondition",
+    "RunOutcome",
+    "Seams",
+    "build_manifest",
+    "manifest_blobs",
+    "open_run",
+    "read_manifest",
+    "read_state",
+    "resolve_endpoint",
+    "resume_endpoint",
+    "resume_run",
+    "role_endpoints",
+    "run_condition",
+    "run_status",
+    "settings_of_run",
+    "start_run",
+    "typed_record",
+    "wall_seconds",
+]

@@ -16,7 +16,7 @@ from solver.config import ResolvedSettings, Settings
 from solver.errors import RunCorrupt
 from solver.identity import code_identity
 from solver.llm import Endpoint
-from solver.problems.files import Problem
+from solver.problems import Problem
 from solver.records import (
     MANIFEST_FORMAT,
     BlobLink,

@@ -41,7 +41,7 @@ from solver.loop.engine import (
 from solver.loop.finish import write_finish
 from solver.loop.policy import PolicyConfig
 from solver.loop.state import RunState
-from solver.problems.files import Problem
+from solver.problems import Problem
 from solver.records import (
     LOOP_RECORD_TYPES,
     RECORD_VERSION,

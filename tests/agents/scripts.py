@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from solver.testing.fake_endpoint import RecordedRequest
+from solver.testing import RecordedRequest
 
 
 def base_env(home: Path) -> dict[str, str]:

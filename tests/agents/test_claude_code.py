@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from solver.cli.main import main as solver_cli
 from solver.proxy import Deadlines, ProxyServer
-from solver.testing.fake_endpoint import Fault, RecordedRequest, Reply
+from solver.testing import RecordedRequest
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.agents.scripts import base_env, jsonl, tool_names, tool_results, user_text
 from tests.proxy.helpers import proxied
 

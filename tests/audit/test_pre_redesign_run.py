@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from solver.audit import audit_run
-from solver.report.load import load_report
-from solver.run.status import run_status
+from solver.report import load_report
+from solver.run import run_status
 from tests.loop.harness import resume
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "run-v1-signed"

@@ -18,7 +18,7 @@ import pytest
 
 from solver.audit import AuditReport, audit_run
 from solver.store import canonical_json, generate_key_pair
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import solve
 

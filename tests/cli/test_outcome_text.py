@@ -8,7 +8,7 @@ import pytest
 
 from solver.cli.run import _print_outcome
 from solver.records import RunResult
-from solver.run.session import RunOutcome
+from solver.run import RunOutcome
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import solve
 

@@ -18,7 +18,8 @@ import pytest
 
 from solver.audit import audit_run
 from solver.store import RunReader
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.hostile.helpers import run_cli
 from tests.loop import scripts
 from tests.loop.forge import failing, rewrite

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.testing.fake_endpoint import RecordedRequest
-from solver.testing.lab_model import LabModel, ProblemParams, RoleParams
+from solver.testing import LabModel, ProblemParams, RecordedRequest, RoleParams
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))

@@ -28,7 +28,8 @@ from solver.llm import (
     decode_stream,
     fold_events,
 )
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.llm.recorder import Recorder
 
 FAST = RetryPolicy(max_attempts=3, initial_wait=0.01, max_wait=0.05)

@@ -27,7 +27,8 @@ from solver.llm import (
 )
 from solver.llm._policy import Wait as _Wait
 from solver.llm._policy import status_error
-from solver.testing.fake_endpoint import FakeEndpoint, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Reply
 from tests.llm.recorder import Recorder
 
 REQUEST = Request(model="m", messages=(Message.text("user", "hi"),), max_tokens=64)

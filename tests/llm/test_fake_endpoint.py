@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Fault, Reply
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 

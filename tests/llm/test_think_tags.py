@@ -20,7 +20,8 @@ from solver.llm import (
     decode_stream,
     fold_events,
 )
-from solver.testing.fake_endpoint import FakeEndpoint, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Reply
 from tests.llm.catalogue import ROLE, call, delta, sse
 from tests.llm.catalogue import events as anthropic_events
 from tests.llm.recorder import Recorder

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.local.build import SERVER_BINARY_ENV
+from solver.local import SERVER_BINARY_ENV
 from tests.local_server import _start
 
 

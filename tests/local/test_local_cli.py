@@ -17,9 +17,9 @@ from solver.cli.local import group
 from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor, write_descriptor
 from solver.llm import ModelClient
+from solver.local import default_threads, is_running
 from solver.local import model as local
-from solver.local.server import default_threads, is_running
-from solver.run.session import resolve_endpoint
+from solver.run import resolve_endpoint
 from tests.local_server import LocalModel
 
 pytestmark = pytest.mark.local_model

@@ -12,17 +12,19 @@ from click.testing import CliRunner
 
 from solver.cli.local import group
 from solver.errors import EndpointUnavailable
-from solver.local import build as local_build
-from solver.local import model as local
-from solver.local.build import (
+from solver.local import (
     SERVER_BINARY_ENV,
     BuildToolsMissing,
     build_dir,
     ensure_server,
     find_server,
+    is_running,
     required_tools,
+    start_server,
+    stop_server,
 )
-from solver.local.server import is_running, start_server, stop_server
+from solver.local import build as local_build
+from solver.local import model as local
 
 
 @pytest.fixture(autouse=True)
@@ -185,7 +187,7 @@ http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
 STARTER = """
 import sys, time
 from pathlib import Path
-from solver.local.server import start_server
+from solver.local import start_server
 server = start_server(Path(sys.argv[1]), Path("model.gguf"), Path(sys.argv[2]),
                       die_with_parent=sys.argv[3] == "1", ready_timeout_s=60)
 print(server.pid, flush=True)

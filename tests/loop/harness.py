@@ -11,10 +11,10 @@ from typing import Any
 from solver.config import ResolvedSettings, resolve_settings
 from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.state import RunState
-from solver.problems.files import load_problem
-from solver.run.session import RunOutcome, Seams, read_state, resume_run, start_run
-from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply, Responder
-from solver.testing.scripted_client import ScriptedClient
+from solver.problems import load_problem
+from solver.run import RunOutcome, Seams, read_state, resume_run, start_run
+from solver.testing import FakeEndpoint, RecordedRequest, Responder, ScriptedClient
+from solver.testing.fake_endpoint import Reply
 
 
 class QuietProgress:

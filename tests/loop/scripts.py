@@ -14,8 +14,8 @@ import json
 import re
 from collections.abc import Callable
 
-from solver.testing.fake_endpoint import RecordedRequest, Reply
-from solver.testing.roles import role_of
+from solver.testing import RecordedRequest, role_of
+from solver.testing.fake_endpoint import Reply
 
 MARK_REASONING = "MARKER-REASONING-7f3a"
 MARK_REPORT = "MARKER-REPORT-19c2"

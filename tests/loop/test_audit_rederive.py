@@ -21,7 +21,7 @@ from solver.audit.calls import check_isolation
 from solver.llm import Message, encode_request, request_from_params
 from solver.roles.templates import environment_from, render_template, template_source
 from solver.store import Record, RunReader, RunStore
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.forge import failing, rewrite
 from tests.loop.harness import EVAL_PROBLEM, solve

@@ -13,7 +13,7 @@ import pytest
 
 from solver.audit import audit_run
 from solver.store import RunStore
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.forge import failing, rewrite
 from tests.loop.harness import EVAL_PROBLEM, solve

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from solver.store import RunReader
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, RecordedRequest, Reply
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.loop import harness, scripts
 from tests.loop.harness import audit_ok, result_of, solve, state_of
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from solver.loop.policy import _finish, grade_call_id
 from solver.loop.state import CallState, LineageState, RunState, VersionState
 from solver.records import GradeFacts
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop.harness import audit_ok, result_of, solve
 from tests.loop.test_budgets import _generators_stall
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from solver.store import RunReader
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import EVAL_PROBLEM, audit_ok, result_of, solve
 

@@ -17,7 +17,7 @@ from solver.config import resolve_settings
 from solver.endpoint_file import EndpointDescriptor, write_descriptor
 from solver.store import RunReader, canonical_json
 from solver.store.journal import line_hash
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import flags_for, resume, start, write_problem
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import (
     ScriptedEndpoint,

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 
 from solver.cli.progress import JsonProgress, LiveProgress
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import ScriptedEndpoint, solve, state_of
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from solver.store import RunReader
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import audit_ok, result_of, state_of, write_problem
 from tests.loop.subproc import json_lines, run, solve_args, spawn
@@ -263,8 +263,8 @@ def test_killed_right_after_creation_resumes_with_its_inputs(tmp_path: Path) -> 
     import asyncio
 
     from solver.config import resolve_settings
-    from solver.problems.files import load_problem
-    from solver.run.session import start_run
+    from solver.problems import load_problem
+    from solver.run import start_run
     from tests.loop.harness import EVAL_PROBLEM, QuietProgress, flags_for, resume
 
     class Killed(Exception):

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from solver.roles import verifier
-from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.loop import scripts
 from tests.loop.harness import audit_ok, solve, state_of
 

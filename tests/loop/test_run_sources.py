@@ -13,8 +13,7 @@ from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, write_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged, exit_code_for
 from solver.records import ManifestEndpoint
-from solver.run.session import resolve_endpoint
-from solver.run.sources import resume_endpoint
+from solver.run import resolve_endpoint, resume_endpoint
 
 GGUF = "ab" * 32
 

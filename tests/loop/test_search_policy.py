@@ -9,7 +9,8 @@ import pytest
 
 from solver.errors import InputError
 from solver.records import ProofFacts
-from solver.testing.fake_endpoint import RecordedRequest, Reply
+from solver.testing import RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.loop import scripts
 from tests.loop.harness import ScriptedEndpoint, audit_ok, solve, state_of
 

@@ -15,9 +15,9 @@ from solver.audit import audit_run
 from solver.config import resolve_settings
 from solver.errors import InputError, exit_code_for
 from solver.roles.templates import template_source
-from solver.run.session import resume_run
+from solver.run import resume_run
 from solver.store import RunReader, generate_key_pair
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import QuietProgress, flags_for, start, write_problem
 

@@ -13,10 +13,10 @@ import pytest
 
 from solver.config import resolve_settings
 from solver.errors import EndpointUnavailable
+from solver.run import run_status
 from solver.run.session import seconds_between
-from solver.run.status import run_status
 from solver.store import RunReader
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import QuietProgress, flags_for, start, write_problem
 from tests.loop.subproc import json_lines, run, solve_args, spawn

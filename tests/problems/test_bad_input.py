@@ -11,8 +11,7 @@ from click.testing import CliRunner
 
 from solver.cli.problem import problem
 from solver.errors import EXIT_INPUT, InputError
-from solver.problems.files import MAX_PROBLEM_BYTES, load_problem
-from solver.problems.sets import load_problem_set
+from solver.problems import MAX_PROBLEM_BYTES, load_problem, load_problem_set
 
 # name -> (file name, bytes to write or None for "create nothing", fragment of the message)
 PROBLEM_FILE_CASES: dict[str, tuple[str, bytes | None, str]] = {

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from solver.cli.problem import problem
-from solver.problems.files import Problem, load_problem, normalise_statement, statement_digest
+from solver.problems import Problem, load_problem, normalise_statement, statement_digest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"

@@ -10,8 +10,7 @@ from click.testing import CliRunner
 
 from solver.cli.problem import problem
 from solver.errors import InputError
-from solver.problems.files import statement_digest
-from solver.problems.sets import load_problem_set, parse_mapping
+from solver.problems import load_problem_set, parse_mapping, statement_digest
 
 FIXTURES = Path(__file__).resolve().parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data"

@@ -14,7 +14,8 @@ import anthropic
 import openai
 
 from solver.proxy import Deadlines, Provider, ProxyConfig, ProxyServer
-from solver.testing.fake_endpoint import FakeEndpoint, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Reply
 
 FRONTS = ("anthropic", "chat", "responses")
 UPSTREAMS = ("chat", "responses", "anthropic")

@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from solver.testing.fake_endpoint import RecordedRequest, Reply
+from solver.testing import RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import proxied
 
 BOUND = 30

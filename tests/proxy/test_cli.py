@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from solver.cli.proxy import config_agents, group
 from solver.proxy import ProxyServer, load_config
-from solver.testing.fake_endpoint import FakeEndpoint, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import ask
 
 

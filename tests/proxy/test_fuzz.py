@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from solver.proxy import ProxyServer
-from solver.testing.fake_endpoint import echo_responder
+from solver.testing import echo_responder
 from tests.proxy.helpers import TOOLS_A, TOOLS_C, TOOLS_R, proxied
 
 json_values = st.recursive(

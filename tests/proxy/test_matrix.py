@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from solver.proxy import ProxyServer
-from solver.testing.fake_endpoint import FakeEndpoint, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import FRONTS, UPSTREAMS, ask, by_user_text, proxied
 
 REPLIES = {

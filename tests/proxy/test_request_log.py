@@ -10,7 +10,8 @@ import openai
 import pytest
 
 from solver.proxy import Provider, ProxyConfig, ProxyServer
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import ask
 
 SECRET = "sk-live-" + "q" * 40

@@ -12,8 +12,8 @@ import pytest
 
 from solver.llm import redact
 from solver.proxy import Provider, ProxyConfig, ProxyServer
-from solver.testing import fake_wire
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing import FakeEndpoint, fake_wire
+from solver.testing.fake_endpoint import Fault, Reply
 
 SECRET = "sk-live-0123456789-SECRET"
 _BODIES = {

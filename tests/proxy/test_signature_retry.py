@@ -12,7 +12,8 @@ import pytest
 
 from solver.proxy import Provider, ProxyConfig, ProxyServer
 from solver.proxy._signature import wrap
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import TOOLS_A, anthropic_client
 
 REFUSAL = "messages.1.content.0: Invalid `signature` in `thinking` block"

@@ -11,7 +11,8 @@ import httpx
 
 from solver.proxy import BRIDGE_PREFIX, Provider, ProxyConfig, ProxyServer
 from solver.proxy._signature import unwrap, wrap
-from solver.testing.fake_endpoint import FakeEndpoint, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Reply
 from tests.proxy.helpers import anthropic_client
 
 

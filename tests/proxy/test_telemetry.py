@@ -21,7 +21,8 @@ from solver.proxy import (
     summarise,
 )
 from solver.proxy._signature import wrap
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import anthropic_client, ask, proxied
 
 SECRET = "sk-test-very-secret-key-123"

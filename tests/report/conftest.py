@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from solver.config import resolve_settings
-from solver.evaluation.evaluate import quiet_progress
-from solver.problems.files import Problem
-from solver.run.session import start_run
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.evaluation import quiet_progress
+from solver.problems import Problem
+from solver.run import start_run
+from solver.testing import FakeEndpoint
 from tests.report.responders import olympiad
 
 STATEMENT = "Prove that the sum of the squares of two odd integers is never a perfect square."

@@ -11,7 +11,8 @@ import itertools
 import threading
 from collections.abc import Callable
 
-from solver.testing.fake_endpoint import RecordedRequest, Reply
+from solver.testing import RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.loop.scripts import FLAW_FINDING, GOOD_PROOF, SCHEME, json_reply, role_of
 
 __all__ = [

@@ -10,9 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
-from solver.evaluation.calibrate import load_graded
-from solver.evaluation.scores import agreement, pearson, ranks
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.evaluation import agreement, load_graded, pearson, ranks
+from solver.testing import FakeEndpoint
 from tests.report.responders import calibration_grader, pair_grader
 
 DATA = Path(__file__).parent / "data"

@@ -16,8 +16,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
-from solver.evaluation.scores import RunScore, score_from_result, summarise
-from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from solver.evaluation import RunScore, score_from_result, summarise
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.loop.harness import audit_ok
 from tests.loop.scripts import json_reply, role_of
 from tests.report.responders import disagreeing_graders, olympiad, slow

@@ -11,7 +11,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
-from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.loop.harness import audit_ok
 from tests.loop.scripts import json_reply, role_of
 from tests.report.responders import olympiad

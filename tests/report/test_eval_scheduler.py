@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from solver.config import resolve_settings
-from solver.evaluation.evaluate import Job, drive_jobs
+from solver.evaluation import Job, drive_jobs
 from solver.loop.capacity import SharedCapacity
-from solver.problems.files import Problem
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.problems import Problem
+from solver.testing import FakeEndpoint
 from tests.report.responders import olympiad, slow
 
 

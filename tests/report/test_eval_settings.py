@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.report.responders import olympiad
 from tests.report.test_eval import PROBLEMS, eval_args, write_set
 

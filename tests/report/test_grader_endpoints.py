@@ -13,10 +13,10 @@ from solver.audit import audit_run
 from solver.cli.eval import eval_group
 from solver.config import resolve_settings
 from solver.errors import InputError
-from solver.run.manifest import read_manifest, settings_of_run
-from solver.run.sources import role_endpoints
+from solver.run import read_manifest, role_endpoints, settings_of_run
 from solver.store import RunReader, RunStore
-from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.loop.forge import failing, rewrite
 from tests.loop.scripts import json_reply, role_of
 from tests.report.responders import olympiad

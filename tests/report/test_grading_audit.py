@@ -10,7 +10,8 @@ import pytest
 
 from solver.audit import audit_run
 from solver.store import RunStore
-from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Reply
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.loop import scripts
 from tests.loop.forge import failing, rewrite
 from tests.loop.harness import solve

@@ -14,9 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.report import report
-from solver.report.html import render_html
-from solver.report.latex import tex_to_html
-from solver.report.load import load_report
+from solver.report import load_report, render_html, tex_to_html
 from solver.store import RunStore
 from tests.report.conftest import cut_journal
 from tests.report.responders import GOOD_PROOF

@@ -12,10 +12,8 @@ from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
 from solver.cli.report import report
-from solver.report.html import render_html
-from solver.report.load import load_report
-from solver.report.markdown import render_markdown
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.report import load_report, render_html, render_markdown
+from solver.testing import FakeEndpoint
 from tests.report.responders import calibration_grader
 
 

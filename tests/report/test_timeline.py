@@ -6,10 +6,17 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from solver.report.html import render_html
-from solver.report.load import load_report
-from solver.report.model import CallView
-from solver.report.timeline import OTHER_LANE, Bar, lanes, stack, timeline_svg, token_points
+from solver.report import (
+    OTHER_LANE,
+    Bar,
+    CallView,
+    lanes,
+    load_report,
+    render_html,
+    stack,
+    timeline_svg,
+    token_points,
+)
 
 
 def _call(call_id: str) -> CallView:

@@ -6,15 +6,22 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from solver.evaluation.calibrate import GradedProof, calibration_markdown, calibration_report
-from solver.evaluation.evaluate import Job, JobResult
-from solver.evaluation.output import results_json, results_markdown, score_line
-from solver.evaluation.scores import score_from_result, summarise
-from solver.problems.files import Problem
+from solver.evaluation import (
+    GradedProof,
+    Job,
+    JobResult,
+    calibration_markdown,
+    calibration_report,
+    results_json,
+    results_markdown,
+    score_from_result,
+    score_line,
+    summarise,
+)
+from solver.problems import Problem
 from solver.records import GradeFacts, RunResult
-from solver.report.html import render_html
-from solver.report.load import _evaluation, load_report
-from solver.report.markdown import render_markdown
+from solver.report import load_report, render_html, render_markdown
+from solver.report.load import _evaluation
 
 RESULT = {
     "outcome": "partial",

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from solver.answers.check import AnswerCheck, check_answer, extract_final_answer
+from solver.answers import AnswerCheck, check_answer, extract_final_answer
 
 DATA = Path(__file__).parent / "data" / "answerbench-answers.csv"
 with DATA.open(newline="", encoding="utf-8") as handle:

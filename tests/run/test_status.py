@@ -9,8 +9,8 @@ import pytest
 
 from solver.loop.state import RunState
 from solver.records import SessionEnded, SessionStarted
-from solver.report.load import load_report
-from solver.run.status import RunCondition, run_condition, run_status
+from solver.report import load_report
+from solver.run import RunCondition, run_condition, run_status
 from solver.store import RunStore
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "run-v1-signed"

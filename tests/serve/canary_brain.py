@@ -12,7 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from solver.testing.fake_endpoint import RecordedRequest, Reply
+from solver.testing import RecordedRequest
+from solver.testing.fake_endpoint import Reply
 
 Brain = Callable[[RecordedRequest], Reply]
 

@@ -25,7 +25,8 @@ from solver.serve.bench import (
     run_bench,
     summary_json,
 )
-from solver.testing.fake_endpoint import FakeEndpoint, Fault, Reply
+from solver.testing import FakeEndpoint
+from solver.testing.fake_endpoint import Fault, Reply
 from tests.serve.fake_sglang import FakeSGLang
 
 ROOT = Path(__file__).resolve().parents[2]

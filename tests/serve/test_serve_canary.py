@@ -22,8 +22,7 @@ from solver.serve.canary import (
     render_table,
     run_canary,
 )
-from solver.testing import fake_endpoint
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint, fake_endpoint
 from tests.serve import canary_brain as brain
 
 OPTIONS = CanaryOptions(repeats=3, batch_sizes=(4,), chain_steps=300, concurrency=24, timeout=60)

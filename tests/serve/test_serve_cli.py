@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.serve import group
-from solver.testing.fake_endpoint import FakeEndpoint
+from solver.testing import FakeEndpoint
 from tests.serve import canary_brain as brain
 
 

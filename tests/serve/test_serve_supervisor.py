@@ -261,7 +261,8 @@ def test_ctrl_c_stops_server_and_its_children(tmp_path: Path) -> None:
 
 def test_server_without_deep_probe_is_logged_once(tmp_path: Path) -> None:
     """A non-SGLang server (404 on /health_generate) is not 'slow' forever: logged once."""
-    from solver.testing.fake_endpoint import FakeEndpoint, Reply
+    from solver.testing import FakeEndpoint
+    from solver.testing.fake_endpoint import Reply
 
     with FakeEndpoint(lambda request: Reply(text="x")) as fake:
         argv = [sys.executable, "-c", "import time; time.sleep(60)"]

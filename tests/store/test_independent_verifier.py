@@ -278,7 +278,7 @@ def page_loop_problems(run: Path) -> tuple[int, int, list[str]]:
 
 @pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
 def test_prompts_and_request_bodies_re_made_from_the_page(tmp_path: Path, api: str) -> None:
-    from solver.testing.fake_endpoint import FakeEndpoint
+    from solver.testing import FakeEndpoint
     from tests.loop import scripts
     from tests.loop.harness import solve
 
@@ -297,7 +297,7 @@ def test_prompts_and_request_bodies_re_made_from_the_page(tmp_path: Path, api: s
 
 
 def test_the_page_s_renderer_notices_a_prompt_made_from_other_inputs(tmp_path: Path) -> None:
-    from solver.testing.fake_endpoint import FakeEndpoint
+    from solver.testing import FakeEndpoint
     from tests.loop import scripts
     from tests.loop.harness import solve
 
