@@ -110,6 +110,13 @@ class SessionStarted(_Rec):
     # masked; the audit's network check holds the session to it
     endpoint: str | None = None
 
+    def data(self) -> dict[str, Any]:
+        out = super().data()
+        if self.endpoint is None:
+            # only a moved session names its endpoint; the others keep the record's old shape
+            del out["endpoint"]
+        return out
+
 
 SessionEndReason = Literal[
     "finished", "interrupted", "endpoint_unavailable", "error", "storage_full", "crashed"

@@ -304,6 +304,16 @@ def _run_change(
                 click.echo(f"{path} was edited after config wrote it (--force needed):")
                 click.echo(plan.edited, nl=False)
             return
+        if not force:
+            plan = plan_restore(path)
+            if plan.edited:
+                # The diff goes out whole before the one-line error: the user needs to see
+                # which edits a forced restore would lose.
+                click.echo(plan.edited, nl=False, err=True)
+                raise ConfigError(
+                    f"{path} was edited after `solver config` wrote it (the diff above); "
+                    "restoring would lose those edits: run again with --force to restore anyway"
+                )
         click.echo(restore_file(path, force=force))
         return
     change = make()
