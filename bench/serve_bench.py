@@ -1,6 +1,6 @@
 """How exact is `solver serve bench`? Measured against paced fake servers, and beside AIPerf.
 
-Each fake (tests/serve/fake_sglang.py, its own process on 127.0.0.1) streams every response at
+Each fake (solver/testing/fake_sglang.py, its own process on 127.0.0.1) streams every response at
 an exact per-user rate (token k leaves at start + k/rate). The table compares, in one run and
 side by side, the set rate with our P50/P90 per-user tok/s and the total with the ideal
 C x rate. With --aiperf PATH (an `aiperf` executable, e.g. from a throwaway venv) AIPerf runs on
@@ -42,7 +42,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def fake_server(rate: float, tokens: int) -> Iterator[str]:
     port = free_port()
-    cmd = [sys.executable, "-m", "tests.serve.fake_sglang", "--port", str(port)]
+    cmd = [sys.executable, "-m", "solver.testing.fake_sglang", "--port", str(port)]
     cmd += ["--rate", str(rate), "--tokens", str(tokens)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)

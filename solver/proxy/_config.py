@@ -108,7 +108,7 @@ _MAY_BE_ZERO = ("first_byte_per_1k_tokens", "open_after")
 
 
 @dataclass(frozen=True, slots=True)
-class Deadlines:
+class ProxyDeadlines:
     connect: float = 10.0
     first_byte: float = 300.0
     first_byte_per_1k_tokens: float = 1.0
@@ -122,7 +122,7 @@ class Deadlines:
         """A zero keepalive would ping in a busy loop, a zero idle deadline fail every stream:
         every deadline is a positive, finite number of seconds; only the two that add
         nothing when zero may be zero."""
-        for key in Deadlines.__dataclass_fields__:
+        for key in ProxyDeadlines.__dataclass_fields__:
             value = getattr(self, key)
             zero_ok = key in _MAY_BE_ZERO
             if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
@@ -144,7 +144,7 @@ class ProxyConfig:
     token: str = ""
     telemetry: Path | None = None
     store_bodies: bool = False
-    deadlines: Deadlines = field(default_factory=Deadlines)
+    deadlines: ProxyDeadlines = field(default_factory=ProxyDeadlines)
     state_file: Path | None = None
 
     def provider(self, name: str) -> Provider:
@@ -263,14 +263,14 @@ def load_config(path: Path) -> ProxyConfig:
     server = _section(data, "server", where)
     _known(server, _SERVER_KEYS, f"{where}: [server]")
     limits = _section(data, "deadlines", where)
-    _known(limits, tuple(Deadlines.__dataclass_fields__), f"{where}: [deadlines]")
-    defaults = Deadlines()
+    _known(limits, tuple(ProxyDeadlines.__dataclass_fields__), f"{where}: [deadlines]")
+    defaults = ProxyDeadlines()
     values = {
         key: _typed(limits, key, float, getattr(defaults, key), f"{where}: deadlines")
-        for key in Deadlines.__dataclass_fields__
+        for key in ProxyDeadlines.__dataclass_fields__
     }
     try:
-        deadlines = Deadlines(**values)
+        deadlines = ProxyDeadlines(**values)
     except ProxyConfigError as exc:
         raise ProxyConfigError(f"{where}: {exc}") from None
     port = _typed(server, "port", int, DEFAULT_PORT, f"{where}: server")

@@ -25,7 +25,7 @@ from solver.llm import (
 )
 
 from . import _signature, _system, _toolids
-from ._config import Deadlines, Provider
+from ._config import Provider, ProxyDeadlines
 from ._http1 import Http1Error, Http1Pool, Http1Response
 from ._parse import FrontError
 from ._toolnames import shorten
@@ -41,7 +41,7 @@ def _tls() -> ssl.SSLContext:
 
 
 class UpstreamClients:
-    def __init__(self, providers: tuple[Provider, ...], deadlines: Deadlines) -> None:
+    def __init__(self, providers: tuple[Provider, ...], deadlines: ProxyDeadlines) -> None:
         self._pools = {p.name: Http1Pool(deadlines.connect, _tls()) for p in providers}
         timeout = httpx.Timeout(connect=deadlines.connect, read=30.0, write=30.0, pool=None)
         self.side = httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_tls())

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.main import main as solver_cli
-from solver.proxy import Deadlines, ProxyServer
+from solver.proxy import ProxyDeadlines, ProxyServer
 from solver.testing import RecordedRequest
 from solver.testing.fake_endpoint import Fault, Reply
 from tests.agents.scripts import base_env, jsonl, tool_names, tool_results, user_text
@@ -141,7 +141,7 @@ def test_thinking_is_shown_as_thinking(claude_bin: Path, agent_home: Path) -> No
 
 
 def _slow(binary: Path, home: Path, stall: float, idle_ms: int, keepalive: float) -> None:
-    limits = Deadlines(keepalive=keepalive, idle=stall + 60)
+    limits = ProxyDeadlines(keepalive=keepalive, idle=stall + 60)
     with proxied(_answer, "chat", deadlines=limits) as (fake, proxy):
         _configure(home, proxy)
         env = {

@@ -12,7 +12,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from solver.cli.main import main as solver_cli
-from solver.proxy import Deadlines, ProxyServer
+from solver.proxy import ProxyDeadlines, ProxyServer
 from solver.testing import RecordedRequest
 from solver.testing.fake_endpoint import Fault, Reply
 from tests.agents.scripts import base_env, jsonl, tool_names, tool_results, user_text
@@ -138,7 +138,7 @@ def test_thinking_is_shown_as_thinking(codex_bin: Path, agent_home: Path) -> Non
 def test_slow_upstream_outlasts_a_shorter_client_idle_timeout(
     codex_bin: Path, agent_home: Path
 ) -> None:
-    limits = Deadlines(keepalive=2.0)  # a data event well inside the client's idle window
+    limits = ProxyDeadlines(keepalive=2.0)  # a data event well inside the client's idle window
     with proxied(_answer, "chat", deadlines=limits) as (fake, proxy):
         config = _configure(agent_home, proxy, idle_ms=CLIENT_IDLE_MS)
         events = _codex(codex_bin, agent_home, "SLOW: take your time")

@@ -13,7 +13,7 @@ from typing import Any
 import anthropic
 import openai
 
-from solver.proxy import Deadlines, Provider, ProxyConfig, ProxyServer
+from solver.proxy import Provider, ProxyConfig, ProxyDeadlines, ProxyServer
 from solver.testing import FakeEndpoint
 from solver.testing.fake_endpoint import Reply
 
@@ -64,7 +64,7 @@ def proxied(
     responder: Any,
     api: str = "chat",
     *,
-    deadlines: Deadlines | None = None,
+    deadlines: ProxyDeadlines | None = None,
     telemetry: Path | None = None,
     second: Any = None,
     token: str = "",
@@ -83,7 +83,7 @@ def proxied(
             host="127.0.0.1",
             port=0,
             token=token,
-            deadlines=deadlines or Deadlines(),
+            deadlines=deadlines or ProxyDeadlines(),
             telemetry=telemetry,
         )
         with ProxyServer(config) as proxy:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from solver.proxy import Deadlines
+from solver.proxy import ProxyDeadlines
 from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import FRONTS, ask, proxied
 from tests.proxy.test_liveness import ERRORS, _protocol_error
@@ -23,12 +23,14 @@ _AFTER_FINISH = {"chat": 4, "anthropic": 7, "responses": 10}
 @pytest.mark.parametrize(
     "limits",
     [
-        Deadlines(first_byte=5, idle=0.5, keepalive=0.2, open_after=0.05),
-        Deadlines(first_byte=5, idle=60, finish_grace=0.3, keepalive=0.2, open_after=0.05),
+        ProxyDeadlines(first_byte=5, idle=0.5, keepalive=0.2, open_after=0.05),
+        ProxyDeadlines(first_byte=5, idle=60, finish_grace=0.3, keepalive=0.2, open_after=0.05),
     ],
     ids=["idle-first", "grace-first"],
 )
-def test_finish_chunk_then_silence_is_a_complete_answer(upstream: str, limits: Deadlines) -> None:
+def test_finish_chunk_then_silence_is_a_complete_answer(
+    upstream: str, limits: ProxyDeadlines
+) -> None:
     reply = Reply(text="The answer is 4.", fault=Fault(stall_after_chunks=_AFTER_FINISH[upstream]))
     with proxied([reply], upstream, deadlines=limits) as (_, proxy):
         seen = ask("anthropic", proxy, stream=True, tools=False, timeout=20)
@@ -38,7 +40,7 @@ def test_finish_chunk_then_silence_is_a_complete_answer(upstream: str, limits: D
 
 @pytest.mark.parametrize("front", FRONTS)
 def test_a_json_client_gets_the_idle_deadline_mid_stream(front: str) -> None:
-    limits = Deadlines(first_byte=30, idle=1, keepalive=0.2, open_after=0.05)
+    limits = ProxyDeadlines(first_byte=30, idle=1, keepalive=0.2, open_after=0.05)
     reply = Reply(text="a long answer " * 20, fault=Fault(stall_after_chunks=3))
     with proxied([reply], "chat", deadlines=limits) as (_, proxy):
         started = time.monotonic()

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 import httpx
 
-from solver.proxy import Deadlines, Provider, ProxyConfig, ProxyServer
+from solver.proxy import Provider, ProxyConfig, ProxyDeadlines, ProxyServer
 
 REQUESTS = 1000
 CLIENTS = 32
@@ -161,7 +161,7 @@ def _proxy(upstream: _Upstream) -> Iterator[ProxyServer]:
         active="hostile",
         host="127.0.0.1",
         port=0,
-        deadlines=Deadlines(first_byte=20, idle=10, open_after=5, max_wall=60),
+        deadlines=ProxyDeadlines(first_byte=20, idle=10, open_after=5, max_wall=60),
     )
     with ProxyServer(config) as proxy:
         yield proxy

@@ -13,11 +13,11 @@ import httpx
 import openai
 import pytest
 
-from solver.proxy import Deadlines
+from solver.proxy import ProxyDeadlines
 from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import FRONTS, ask, proxied
 
-FAST = Deadlines(first_byte=0.6, idle=0.4, keepalive=0.1, open_after=0.05, max_wall=60)
+FAST = ProxyDeadlines(first_byte=0.6, idle=0.4, keepalive=0.1, open_after=0.05, max_wall=60)
 ERRORS = (anthropic.APIError, openai.APIError)
 BOUND = 15.0  # "did not hang": generous, the deadlines above are all under 2 s
 
@@ -73,7 +73,7 @@ def _raw_stream(url: str, path: str, body: dict[str, object]) -> list[str]:
 
 def test_long_prefill_gets_pings_then_the_answer() -> None:
     reply = Reply(text="late but fine", fault=Fault(prefill_delay=0.5))
-    limits = Deadlines(first_byte=10, idle=5, keepalive=0.1, open_after=0.02)
+    limits = ProxyDeadlines(first_byte=10, idle=5, keepalive=0.1, open_after=0.02)
     with proxied(lambda _: reply, "chat", deadlines=limits) as (_, proxy):
         body = {"model": "g", "max_tokens": 50, "stream": True,
                 "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip
@@ -101,7 +101,7 @@ def test_long_prefill_gets_pings_then_the_answer() -> None:
 def test_pings_stop_when_the_first_byte_deadline_passes() -> None:
     """E39: keepalives must not mask a dead upstream."""
     reply = Reply(text="never", fault=Fault(prefill_delay=30))
-    limits = Deadlines(first_byte=0.8, idle=5, keepalive=0.15, open_after=0.05)
+    limits = ProxyDeadlines(first_byte=0.8, idle=5, keepalive=0.15, open_after=0.05)
     with proxied(lambda _: reply, "chat", deadlines=limits) as (_, proxy):
         body = {"model": "g", "max_tokens": 50, "stream": True,
                 "messages": [{"role": "user", "content": "hi"}]}  # fmt: skip

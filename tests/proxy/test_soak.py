@@ -19,12 +19,12 @@ import anthropic
 import openai
 import pytest
 
-from solver.proxy import Deadlines
+from solver.proxy import ProxyDeadlines
 from solver.testing.fake_endpoint import Fault, Reply
 from tests.proxy.helpers import FRONTS, ask, proxied
 
 CLIENTS = 32
-LIMITS = Deadlines(first_byte=3, idle=2, keepalive=0.5, open_after=0.3, max_wall=60)
+LIMITS = ProxyDeadlines(first_byte=3, idle=2, keepalive=0.5, open_after=0.3, max_wall=60)
 HANG_BOUND = 45.0  # far above every deadline: a request slower than this hung
 # the SDKs' own timeout must lie above the bound, or a silent stream would end as a timeout
 # error and be counted as an answer instead of a hang

@@ -27,7 +27,7 @@ from solver.serve.bench import (
 )
 from solver.testing import FakeEndpoint
 from solver.testing.fake_endpoint import Fault, Reply
-from tests.serve.fake_sglang import FakeSGLang
+from solver.testing.fake_sglang import FakeSGLang
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = 50.0  # tokens per second per stream
@@ -44,7 +44,7 @@ def free_port() -> int:
 def fake_process(rate: float, tokens: int, record: Path) -> Iterator[str]:
     """The paced fake in its own process, so it does not share a GIL with the measuring client."""
     port = free_port()
-    cmd = [sys.executable, "-m", "tests.serve.fake_sglang", "--port", str(port)]
+    cmd = [sys.executable, "-m", "solver.testing.fake_sglang", "--port", str(port)]
     cmd += ["--rate", str(rate), "--tokens", str(tokens), "--record", str(record)]
     proc = subprocess.Popen(
         cmd, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE

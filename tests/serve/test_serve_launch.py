@@ -121,7 +121,7 @@ def test_descriptor_is_withdrawn_between_a_crash_and_the_next_ready(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    argv = [sys.executable, "-m", "tests.serve.fake_sglang", "--port", str(port)]
+    argv = [sys.executable, "-m", "solver.testing.fake_sglang", "--port", str(port)]
     plan = plan_command(argv, f"http://127.0.0.1:{port}")
     policy = Policy(startup_poll=0.05, liveness_interval=0.1, deep_interval=0)
     policy = dataclasses.replace(policy, backoff_initial=0.05, stop_grace=5)

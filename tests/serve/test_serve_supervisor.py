@@ -1,4 +1,4 @@
-"""The supervisor against a real server process (tests/serve/fake_sglang.py run as a child,
+"""The supervisor against a real server process (solver/testing/fake_sglang.py run as a child,
 with SGLang 0.5.23's health state machine: deep probes set the status, /ready follows it)."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def alive(pid: int) -> bool:
 
 
 def fake_argv(port: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "tests.serve.fake_sglang", "--port", str(port), *extra]
+    return [sys.executable, "-m", "solver.testing.fake_sglang", "--port", str(port), *extra]
 
 
 class Running:

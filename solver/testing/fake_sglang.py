@@ -30,7 +30,7 @@ A control file (JSON, re-read on every request and token) changes behaviour whil
 
 Run::
 
-    python -m tests.serve.fake_sglang --port N [--rate 200] [--tokens 64] [--control FILE]
+    python -m solver.testing.fake_sglang --port N [--rate 200] [--tokens 64] [--control FILE]
         [--child-pid-file FILE]   # also start a grandchild process (to test tree stops)
         [--health-check-timeout S] [--health-poll S] [--accept-length A] [--router]
 
