@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import hashlib
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -51,6 +51,7 @@ from solver.llm.types import (
     Connection,
     Deadlines,
     Endpoint,
+    ResponseSink,
     RetryPolicy,
     ServerInfo,
 )
@@ -307,21 +308,15 @@ class ModelClient:
             max_tokens_cap=cap,
         )
         sink = observer.attempt_started(start)
-        loop = asyncio.get_running_loop()
-        watchdog = Watchdog(self.deadlines)
-        t0 = watchdog.started
-        hasher = hashlib.sha256()
-        size = 0
-        folder = Folder(reasoning=request.reasoning)
-        decoder = StreamDecoder(self.endpoint.api, reasoning=request.reasoning)
-        status: int | None = None
-        server_id: str | None = None
-        ttfb: float | None = None
-        headers_at: float | None = None
-        ttft: float | None = None
-        failure: TransportError | None = None
-        local_failure: str | None = None
-        local_message: str | None = None
+        state = _AttemptState(
+            request=request,
+            request_id=request_id,
+            observer=observer,
+            sink=sink,
+            watchdog=Watchdog(self.deadlines),
+            folder=Folder(reasoning=request.reasoning),
+            decoder=StreamDecoder(self.endpoint.api, reasoning=request.reasoning),
+        )
         http_request = client.build_request(
             "POST",
             self.url,
@@ -331,97 +326,11 @@ class ModelClient:
         )
         try:
             try:
-                response = await client.send(http_request, stream=True)
-                # headers alone do not end the first-byte phase: vLLM sends them before the
-                # prefill, SGLang only with the first token; the first body byte ends it
-                headers_at = loop.time() - t0
-                try:
-                    status = response.status_code
-                    # a proxy or server that only echoes our X-Request-ID tells nothing new
-                    header_id = response.headers.get("x-request-id") or response.headers.get(
-                        "request-id"
-                    )
-                    server_id = header_id if header_id != request_id else None
-                    # body or stream is told by the first byte, never by the content-type, the
-                    # way decode_stream/decode_body tell it offline (E20)
-                    decided = status >= 400
-                    held: list[bytes] | None = []
-                    try:
-                        async for data in response.aiter_raw():
-                            if watchdog.last is None:
-                                watchdog.body_started()
-                                ttfb = loop.time() - t0
-                            watchdog.last = loop.time()
-                            if status < 400:  # an error body is stored once it is redacted
-                                sink.write(data)
-                                hasher.update(data)
-                                size += len(data)
-                            if held is not None:
-                                held.append(data)
-                                if decided:
-                                    continue
-                                body_first = starts_body(data)
-                                if body_first is None:
-                                    continue
-                                decided = True
-                                if body_first:
-                                    continue
-                                data, held = b"".join(held), None
-                            events = decoder.feed(data)
-                            if events:
-                                for event in events:
-                                    if ttft is None and isinstance(
-                                        event, TextDelta | ReasoningDelta | ToolCallDelta
-                                    ):
-                                        ttft = loop.time() - t0
-                                    folder.add(event)
-                                    observer.on_event(event)
-                                if decoder.finished:
-                                    break
-                                if decoder.finish_pending:
-                                    watchdog.finish_seen(self.deadlines.finish_grace)
-                    except asyncio.CancelledError:
-                        # after a finish only the usage tail was due: silence past the grace
-                        # ends the stream as a success (E06), it does not discard the answer
-                        if watchdog.fired != "grace" or watchdog.claim() is None:
-                            raise
-                finally:
-                    await response.aclose()
-                if status >= 400:
-                    # a server may echo the key it refused, whole or cut short: the stored
-                    # body has every fragment of it masked (bytes unchanged when none is)
-                    stored = self._redacted_body(b"".join(held or []))
-                    sink.write(stored)
-                    hasher.update(stored)
-                    size += len(stored)
-                    raise self._status_error(
-                        status, b"".join(held or []), response.headers, request_id
-                    )
-                if held is not None and (decided or not request.stream):
-                    tail = decoder.body(b"".join(held))
-                    if ttft is None:
-                        ttft = loop.time() - t0
-                else:
-                    if held:  # only whitespace came: a stream that never started
-                        decoder.feed(b"".join(held))
-                    tail = decoder.close()
-                for event in tail:
-                    folder.add(event)
-                    observer.on_event(event)
+                await self._exchange(client, http_request, state)
             except asyncio.CancelledError:
-                which = watchdog.claim()
-                if which is None:
+                if (which := state.watchdog.claim()) is None:
                     raise
-                limit = {
-                    "first_byte": self.deadlines.first_byte,
-                    "idle": self.deadlines.idle,
-                    "total": self.deadlines.total,
-                }[which]
-                raise _DEADLINE_ERRORS[which](
-                    f"{which.replace('_', ' ')} deadline of {limit:g} s passed ({self.url})",
-                    request_id=request_id,
-                    url=self.url,
-                ) from None
+                raise self._deadline_error(which, request_id) from None
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 raise EndpointUnreachable(
                     self._redact(f"cannot connect to {self.url}: {exc!r}"),
@@ -429,7 +338,7 @@ class ModelClient:
                     url=self.url,
                 ) from None
             except httpx.TransportError as exc:
-                lost = "before the response" if status is None else "mid-stream"
+                lost = "before the response" if state.status is None else "mid-stream"
                 raise StreamProtocolError(
                     self._redact(f"connection lost {lost} ({self.url}): {exc!r}"),
                     kind="connection_lost",
@@ -437,7 +346,7 @@ class ModelClient:
                     request_id=request_id,
                     url=self.url,
                 ) from None
-            error = folder.error
+            error = state.folder.error
             if error is not None:
                 raise StreamProtocolError(
                     self._redact(f"{error.kind}: {error.message} ({self.url})"),
@@ -447,41 +356,179 @@ class ModelClient:
                     request_id=request_id,
                     url=self.url,
                 )
-            return folder.completion()
+            return state.folder.completion()
         except TransportError as exc:
-            failure = exc
+            state.failure = exc
             raise
         except BaseException as exc:
-            local_failure = "cancelled" if isinstance(exc, asyncio.CancelledError) else "local"
-            local_message = self._redact(repr(exc))
+            state.local_failure = (
+                "cancelled" if isinstance(exc, asyncio.CancelledError) else "local"
+            )
+            state.local_message = self._redact(repr(exc))
             raise
         finally:
-            watchdog.stop()
-            total = loop.time() - t0
-            usage = folder.usage
-            speed = None
-            if ttft is not None and usage.output_tokens and total > ttft:
-                speed = usage.output_tokens / (total - ttft)
-            finish = folder.finish.reason if folder.finish is not None else None
-            observer.attempt_ended(
-                start,
-                AttemptEnd(
-                    request_id=request_id,
-                    server_request_id=decoder.server_id or server_id,
-                    status=status,
-                    ttfb_s=ttfb if ttfb is not None else headers_at,
-                    headers_s=headers_at,
-                    ttft_s=ttft,
-                    total_s=total,
-                    usage=usage,
-                    output_tokens_per_s=speed,
-                    finish_reason=finish,
-                    retry_index=retry_index,
-                    error_kind=failure.kind if failure is not None else local_failure,
-                    error_message=failure.message if failure is not None else local_message,
-                    retryable=failure.retryable if failure is not None else False,
-                    normalised_cases=tuple(sorted(decoder.cases)),
-                    response_sha256=hasher.hexdigest(),
-                    response_bytes=size,
-                ),
+            state.watchdog.stop()
+            observer.attempt_ended(start, state.end(retry_index))
+
+    async def _exchange(
+        self, client: httpx.AsyncClient, http_request: httpx.Request, state: _AttemptState
+    ) -> None:
+        """Send the request and fold the whole response into ``state``; an error status raises
+        :class:`HTTPStatusError` once its (redacted) body is stored."""
+        response = await client.send(http_request, stream=True)
+        # headers alone do not end the first-byte phase: vLLM sends them before the
+        # prefill, SGLang only with the first token; the first body byte ends it
+        state.headers_at = state.elapsed()
+        try:
+            status = state.status = response.status_code
+            # a proxy or server that only echoes our X-Request-ID tells nothing new
+            header_id = response.headers.get("x-request-id") or response.headers.get("request-id")
+            state.server_id = header_id if header_id != state.request_id else None
+            held, decided = await self._read(state, response)
+        finally:
+            await response.aclose()
+        if status >= 400:
+            # a server may echo the key it refused, whole or cut short: the stored
+            # body has every fragment of it masked (bytes unchanged when none is)
+            state.store(self._redacted_body(b"".join(held or [])))
+            raise self._status_error(
+                status, b"".join(held or []), response.headers, state.request_id
             )
+        decoder = state.decoder
+        if held is not None and (decided or not state.request.stream):
+            tail = decoder.body(b"".join(held))
+            if state.ttft is None:
+                state.ttft = state.elapsed()
+        else:
+            if held:  # only whitespace came: a stream that never started
+                decoder.feed(b"".join(held))
+            tail = decoder.close()
+        for event in tail:
+            state.folder.add(event)
+            state.observer.on_event(event)
+
+    async def _read(
+        self, state: _AttemptState, response: httpx.Response
+    ) -> tuple[list[bytes] | None, bool]:
+        """Read the response body under the watchdog, decoding a stream as it comes.
+
+        Returns the bytes held back (None once they were fed to the stream decoder) and whether
+        body-or-stream is decided. Body or stream is told by the first byte, never by the
+        content-type, the way decode_stream/decode_body tell it offline (E20); an error body
+        is only held, and stored once it is redacted."""
+        status = response.status_code
+        watchdog, decoder, loop = state.watchdog, state.decoder, state.loop
+        decided = status >= 400
+        held: list[bytes] | None = []
+        try:
+            async for data in response.aiter_raw():
+                if watchdog.last is None:
+                    watchdog.body_started()
+                    state.ttfb = state.elapsed()
+                watchdog.last = loop.time()
+                if status < 400:
+                    state.store(data)
+                if held is not None:
+                    held.append(data)
+                    if decided:
+                        continue
+                    body_first = starts_body(data)
+                    if body_first is None:
+                        continue
+                    decided = True
+                    if body_first:
+                        continue
+                    data, held = b"".join(held), None
+                events = decoder.feed(data)
+                if events:
+                    for event in events:
+                        if state.ttft is None and isinstance(
+                            event, TextDelta | ReasoningDelta | ToolCallDelta
+                        ):
+                            state.ttft = state.elapsed()
+                        state.folder.add(event)
+                        state.observer.on_event(event)
+                    if decoder.finished:
+                        break
+                    if decoder.finish_pending:
+                        watchdog.finish_seen(self.deadlines.finish_grace)
+        except asyncio.CancelledError:
+            # after a finish only the usage tail was due: silence past the grace
+            # ends the stream as a success (E06), it does not discard the answer
+            if watchdog.fired != "grace" or watchdog.claim() is None:
+                raise
+        return held, decided
+
+    def _deadline_error(self, which: str, request_id: str) -> TransportError:
+        limit = {
+            "first_byte": self.deadlines.first_byte,
+            "idle": self.deadlines.idle,
+            "total": self.deadlines.total,
+        }[which]
+        return _DEADLINE_ERRORS[which](
+            f"{which.replace('_', ' ')} deadline of {limit:g} s passed ({self.url})",
+            request_id=request_id,
+            url=self.url,
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class _AttemptState:
+    """One attempt's inputs and what it has state so far: whichever way the attempt ends, its
+    :class:`AttemptEnd` is built from this."""
+
+    request: Request
+    request_id: str
+    observer: AttemptObserver
+    sink: ResponseSink
+    watchdog: Watchdog
+    folder: Folder
+    decoder: StreamDecoder
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
+    hasher: hashlib._Hash = field(default_factory=hashlib.sha256)
+    size: int = 0
+    status: int | None = None
+    server_id: str | None = None
+    headers_at: float | None = None
+    ttfb: float | None = None
+    ttft: float | None = None
+    failure: TransportError | None = None
+    local_failure: str | None = None
+    local_message: str | None = None
+
+    def elapsed(self) -> float:
+        return self.loop.time() - self.watchdog.started
+
+    def store(self, data: bytes) -> None:
+        """Keep response bytes: the sink gets them, the hash and size count them."""
+        self.sink.write(data)
+        self.hasher.update(data)
+        self.size += len(data)
+
+    def end(self, retry_index: int) -> AttemptEnd:
+        total = self.elapsed()
+        usage = self.folder.usage
+        speed = None
+        if self.ttft is not None and usage.output_tokens and total > self.ttft:
+            speed = usage.output_tokens / (total - self.ttft)
+        finish = self.folder.finish.reason if self.folder.finish is not None else None
+        failure = self.failure
+        return AttemptEnd(
+            request_id=self.request_id,
+            server_request_id=self.decoder.server_id or self.server_id,
+            status=self.status,
+            ttfb_s=self.ttfb if self.ttfb is not None else self.headers_at,
+            headers_s=self.headers_at,
+            ttft_s=self.ttft,
+            total_s=total,
+            usage=usage,
+            output_tokens_per_s=speed,
+            finish_reason=finish,
+            retry_index=retry_index,
+            error_kind=failure.kind if failure is not None else self.local_failure,
+            error_message=failure.message if failure is not None else self.local_message,
+            retryable=failure.retryable if failure is not None else False,
+            normalised_cases=tuple(sorted(self.decoder.cases)),
+            response_sha256=self.hasher.hexdigest(),
+            response_bytes=self.size,
+        )
