@@ -5,6 +5,8 @@
     SolverError                     exit 1   anything unexpected but understood
     ├── InputError                  exit 2   bad problem file, set, flag or argument
     │   └── ConfigError             exit 2   bad configuration (names the key and the file)
+    │       └── ProxyConfigError    exit 2   the same, of the protocol proxy
+    │           └── UnknownProvider exit 6   no provider of that name (also a NotFound)
     ├── EndpointUnavailable         exit 3   the model endpoint stayed unreachable
     ├── AuditFailed                 exit 4   `solver audit` found a failing check
     ├── ModelChanged                exit 5   resume found another served model
@@ -58,6 +60,10 @@ class ConfigError(InputError):
     pass
 
 
+class ProxyConfigError(ConfigError):
+    """A bad proxy config file or option; the message names the key and the file."""
+
+
 class EndpointUnavailable(SolverError):
     exit_code = EXIT_ENDPOINT
 
@@ -71,6 +77,13 @@ class ModelChanged(SolverError):
 
 
 class NotFound(SolverError):
+    exit_code = EXIT_NOT_FOUND
+
+
+class UnknownProvider(ProxyConfigError, NotFound):
+    """The proxy's config has no provider of the name asked for: a missing thing (exit 6),
+    though found while reading the config."""
+
     exit_code = EXIT_NOT_FOUND
 
 

@@ -8,7 +8,6 @@ telemetry database; 130 stopped with Ctrl-C.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from collections.abc import Callable
@@ -26,24 +25,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 _APIS = click.Choice(["chat", "responses", "anthropic"])
-
-
-def _config_errors(command: Callable[P, R]) -> Callable[P, R]:
-    """The proxy package's own config error is a ConfigError (exit 2) here."""
-
-    @functools.wraps(command)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        from solver.proxy import ProxyConfigError
-
-        try:
-            return command(*args, **kwargs)
-        except ProxyConfigError as exc:
-            message = str(exc)
-            if message.startswith("no provider named"):
-                raise NotFound(message) from None
-            raise ConfigError(message) from None
-
-    return wrapper
 
 
 @click.group("proxy", invoke_without_command=True)
@@ -64,7 +45,6 @@ def _config_errors(command: Callable[P, R]) -> Callable[P, R]:
 @click.option("--quiet", is_flag=True, help="Print no line per request on stderr.")
 @click.pass_context
 @reports_errors
-@_config_errors
 def group(
     ctx: click.Context,
     upstream: str | None,
@@ -143,7 +123,6 @@ def _served_model(upstream: str) -> str:
 @click.option("--url", default=None, help="The running proxy [http://127.0.0.1:PORT].")
 @click.pass_context
 @reports_errors
-@_config_errors
 def use_command(ctx: click.Context, name: str, url: str | None) -> None:
     """Make provider NAME the active one of the running proxy, live; the proxy remembers it
     for its next start when it runs from a config file. With --config, NAME is checked and
@@ -202,7 +181,6 @@ def _error_of(response: httpx.Response) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.pass_context
 @reports_errors
-@_config_errors
 def stats_command(ctx: click.Context, db: Path | None, as_json: bool) -> None:
     """Requests, errors, time to first byte, tokens and cost by provider and model."""
     from solver.proxy import load_config, summarise
@@ -334,7 +312,6 @@ def _run_change(
 @click.option("--settings", "settings_path", type=click.Path(path_type=Path), default=None,
               help="Claude Code settings file [~/.claude/settings.json].")  # fmt: skip
 @reports_errors
-@_config_errors
 def claude_command(
     proxy_url: str,
     idle_timeout_ms: int,
@@ -365,7 +342,6 @@ def claude_command(
               help="Codex config file [~/.codex/config.toml].")  # fmt: skip
 @click.option("--model", default="", help="Also set Codex's model name.")
 @reports_errors
-@_config_errors
 def codex_command(
     proxy_url: str,
     idle_timeout_ms: int,

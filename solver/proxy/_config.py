@@ -51,16 +51,12 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, cast
 
-from solver.errors import ConfigError
+from solver.errors import ProxyConfigError, UnknownProvider
 from solver.llm.events import Api
 
 APIS: tuple[Api, ...] = ("chat", "responses", "anthropic")
 DEFAULT_PORT = 8788
 TOKEN_ENV = "SOLVER_PROXY_TOKEN"
-
-
-class ProxyConfigError(ConfigError):
-    """A bad config file or option; the message names the key and the file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +148,7 @@ class ProxyConfig:
             if provider.name == name:
                 return provider
         names = ", ".join(p.name for p in self.providers)
-        raise ProxyConfigError(f"no provider named {name!r} (known: {names})")
+        raise UnknownProvider(f"no provider named {name!r} (known: {names})")
 
 
 def is_loopback(host: str) -> bool:

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.proxy import config_agents, group
+from solver.errors import NotFound, ProxyConfigError, UnknownProvider, exit_code_for
 from solver.proxy import ProxyServer, load_config
 from solver.testing import FakeEndpoint
 from solver.testing.fake_endpoint import Reply
@@ -353,3 +354,16 @@ def test_backups_are_the_original_bytes_crlf_kept(tmp_path: Path) -> None:
     assert tomllib.loads(written.decode())["profiles"]["fast"]["model"] == "o4"
     assert _run("config", "codex", "--codex-config", str(path), "--restore")[0] == 0
     assert path.read_bytes() == original
+
+
+def test_an_unknown_provider_is_a_config_error_that_exits_not_found(tmp_path: Path) -> None:
+    config = load_config(_config(tmp_path, "http://127.0.0.1:9", "http://127.0.0.1:9"))
+    with pytest.raises(UnknownProvider) as caught:
+        config.provider("nope")
+    assert isinstance(caught.value, ProxyConfigError) and isinstance(caught.value, NotFound)
+    assert exit_code_for(caught.value) == 6
+    assert exit_code_for(ProxyConfigError("x")) == 2
+    path = _config(tmp_path, "http://127.0.0.1:9", "http://127.0.0.1:9")
+    path.write_text(path.read_text().replace("[server]", 'active = "nope"\n[server]'))
+    code, out = _run("proxy", "--config", str(path))
+    assert code == 6 and "no provider named 'nope'" in out and "Traceback" not in out
