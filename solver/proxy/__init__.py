@@ -15,6 +15,8 @@ Public API::
 
 """
 
+from solver.errors import ProxyConfigError
+
 from ._agents import Change, Restore, claude_change, codex_change, plan_restore
 from ._agents import apply as apply_change
 from ._agents import restore as restore_file
@@ -25,7 +27,6 @@ from ._config import (
     Price,
     Provider,
     ProxyConfig,
-    ProxyConfigError,
     ProxyDeadlines,
     check_binding,
     is_loopback,

@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from solver._util.fs import write_atomic
-
-from ._config import ProxyConfigError
+from solver.errors import ProxyConfigError
 
 PROVIDER_ID = "olympiad-proxy"
 BACKUP_SUFFIX = ".olympiad-proxy.bak"

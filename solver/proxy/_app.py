@@ -23,9 +23,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from solver.errors import ProxyConfigError
 from solver.llm.codec import encode_request
 
-from ._config import ProxyConfig, ProxyConfigError, is_loopback
+from ._config import ProxyConfig, is_loopback
 from ._exchange import Exchange, started_at
 from ._fronts import ANTHROPIC, CHAT, RESPONSES, Front
 from ._parse import MAX_BODY_BYTES, FrontError

@@ -8,9 +8,10 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from solver.errors import ProxyConfigError
 from solver.llm import redact
 
-from ._config import Provider, ProxyConfig, ProxyConfigError
+from ._config import Provider, ProxyConfig
 from ._metrics import Metrics
 from ._requestlog import write_line
 from ._telemetry import RequestRecord, TelemetryWriter
