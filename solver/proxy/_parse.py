@@ -4,6 +4,7 @@ field access with one-line messages, and the history clean-ups every protocol ne
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -16,6 +17,8 @@ from solver.llm.events import ImagePart, Message, Part, Request, TextPart, ToolS
 # tokens before the answer, and servers default to ~4k (E23).
 DEFAULT_MAX_TOKENS = 32768
 MAX_BODY_BYTES = 64 * 1024 * 1024
+# A session id is a label for telemetry and routing, not content: kept to this many characters.
+MAX_SESSION_ID_CHARS = 200
 
 
 class FrontError(InputError):
@@ -124,6 +127,35 @@ def stop_list(value: Any, where: str) -> tuple[str, ...]:
     if isinstance(value, list) and all(isinstance(s, str) for s in value):
         return tuple(value)
     fail(f"{where} must be a string or an array of strings")
+
+
+def content_parts(
+    content: Any, where: str, part: Callable[[dict[str, Any], str], Part]
+) -> list[Part]:
+    """A message's content in the OpenAI shape: absent, a string, or an array of typed parts,
+    each turned into a :class:`Part` by the protocol's own ``part(raw, where)``."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [TextPart(content)]
+    if not isinstance(content, list):
+        fail(f"{where} must be a string or an array of parts")
+    return [part(get_dict(raw, f"{where}[{i}]"), f"{where}[{i}]") for i, raw in enumerate(content)]
+
+
+def keyword_choice(choice: str, named: str) -> str:
+    """An OpenAI ``tool_choice`` given as a word; ``named`` says what else it may be."""
+    if choice not in ("auto", "none", "required"):
+        fail(f"body.tool_choice must be auto, none, required or {named}")
+    return choice
+
+
+def session_id(*candidates: Any) -> str:
+    """The first non-empty string of ``candidates`` (headers, then body fields), bounded."""
+    for value in candidates:
+        if isinstance(value, str) and value:
+            return value[:MAX_SESSION_ID_CHARS]
+    return ""
 
 
 def image_from_url(url: str, where: str) -> ImagePart:

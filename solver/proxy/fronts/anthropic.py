@@ -40,6 +40,7 @@ from .._parse import (
     lead_system,
     load_object,
     select_tool,
+    session_id,
     stop_list,
     text_parts,
     tool_spec,
@@ -251,12 +252,11 @@ def parse_messages(body: bytes, headers: dict[str, str], *, counting: bool = Fal
         tool_choice=tool_choice,
         stream=bool(get_bool(obj, "stream", "body")),
     )
-    session = headers.get("x-claude-code-session-id", "") or user_id
     return FrontRequest(
         request=request,
         stream=request.stream,
         client_model=model,
-        session_id=session[:200],
+        session_id=session_id(headers.get("x-claude-code-session-id"), user_id),
         cases=tuple(cases),
     )
 

@@ -27,6 +27,7 @@ from .._parse import (
     FrontRequest,
     arguments_text,
     collapse_system,
+    content_parts,
     fail,
     get_bool,
     get_dict,
@@ -35,8 +36,10 @@ from .._parse import (
     get_list,
     get_str,
     image_from_url,
+    keyword_choice,
     load_object,
     select_tool,
+    session_id,
     stop_list,
     text_parts,
     tool_spec,
@@ -48,26 +51,17 @@ from .._wire import DONE, KEEPALIVE_COMMENT, dumps, json_bytes, json_str, sse_da
 
 
 def _content_parts(content: Any, where: str, allow_images: bool) -> list[Part]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [TextPart(content)]
-    if not isinstance(content, list):
-        fail(f"{where} must be a string or an array of parts")
-    parts: list[Part] = []
-    for i, raw in enumerate(content):
-        at = f"{where}[{i}]"
-        raw = get_dict(raw, at)
+    def part(raw: dict[str, Any], at: str) -> Part:
         kind = raw.get("type")
         if kind == "text":
-            parts.append(TextPart(get_str(raw, "text", at)))
-        elif kind == "image_url" and allow_images:
+            return TextPart(get_str(raw, "text", at))
+        if kind == "image_url" and allow_images:
             image = raw.get("image_url")
             url = image if isinstance(image, str) else get_str(get_dict(image, at), "url", at)
-            parts.append(image_from_url(url, f"{at}.image_url.url"))
-        else:
-            fail(f"{at}.type {kind!r} is not supported here")
-    return parts
+            return image_from_url(url, f"{at}.image_url.url")
+        fail(f"{at}.type {kind!r} is not supported here")
+
+    return content_parts(content, where, part)
 
 
 def _message(raw: Any, where: str) -> Message:
@@ -152,9 +146,7 @@ def parse_chat(body: bytes, headers: dict[str, str]) -> FrontRequest:
     tool_choice: Any = None
     choice = obj.get("tool_choice")
     if isinstance(choice, str):
-        if choice not in ("auto", "none", "required"):
-            fail("body.tool_choice must be auto, none, required or a function choice")
-        tool_choice = choice
+        tool_choice = keyword_choice(choice, "a function choice")
     elif choice is not None:
         function = get_dict(get_dict(choice, "tool_choice").get("function"), "tool_choice.function")
         tool_specs, tool_choice = select_tool(
@@ -181,13 +173,12 @@ def parse_chat(body: bytes, headers: dict[str, str]) -> FrontRequest:
         tool_choice=tool_choice,
         stream=stream,
     )
-    session = headers.get("x-session-id", "") or headers.get("session_id", "")
     return FrontRequest(
         request=request,
         stream=stream,
         client_model=model,
         include_usage=include_usage,
-        session_id=session[:200],
+        session_id=session_id(headers.get("x-session-id"), headers.get("session_id")),
         cases=tuple(cases),
     )
 

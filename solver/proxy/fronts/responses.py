@@ -35,6 +35,7 @@ from .._parse import (
     FrontRequest,
     arguments_text,
     collapse_system,
+    content_parts,
     fail,
     get_bool,
     get_dict,
@@ -43,8 +44,10 @@ from .._parse import (
     get_list,
     get_str,
     image_from_url,
+    keyword_choice,
     load_object,
     select_tool,
+    session_id,
     text_parts,
     tool_spec,
 )
@@ -58,28 +61,19 @@ _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_t
 
 
 def _parts(content: Any, where: str) -> list[Part]:
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [TextPart(content)]
-    if not isinstance(content, list):
-        fail(f"{where} must be a string or an array of parts")
-    parts: list[Part] = []
-    for i, raw in enumerate(content):
-        at = f"{where}[{i}]"
-        raw = get_dict(raw, at)
+    def part(raw: dict[str, Any], at: str) -> Part:
         kind = raw.get("type")
         if kind in _TEXT_PARTS:
             key = "refusal" if kind == "refusal" else "text"
-            parts.append(TextPart(get_str(raw, key, at)))
-        elif kind == "input_image":
+            return TextPart(get_str(raw, key, at))
+        if kind == "input_image":
             url = raw.get("image_url")
             if not isinstance(url, str):
                 fail(f"{at}.image_url must be a URL (file ids are not supported)")
-            parts.append(image_from_url(url, f"{at}.image_url"))
-        else:
-            fail(f"{at}.type {kind!r} is not supported")
-    return parts
+            return image_from_url(url, f"{at}.image_url")
+        fail(f"{at}.type {kind!r} is not supported")
+
+    return content_parts(content, where, part)
 
 
 def _output_text(value: Any, where: str) -> str:
@@ -301,9 +295,7 @@ def parse_responses(body: bytes, headers: dict[str, str]) -> FrontRequest:
     tool_choice: Any = None
     choice = obj.get("tool_choice")
     if isinstance(choice, str):
-        if choice not in ("auto", "none", "required"):
-            fail("body.tool_choice must be auto, none, required or a tool choice")
-        tool_choice = choice
+        tool_choice = keyword_choice(choice, "a tool choice")
     elif choice is not None:
         choice = get_dict(choice, "tool_choice")
         if choice.get("type") in ("function", "custom"):
@@ -324,9 +316,6 @@ def parse_responses(body: bytes, headers: dict[str, str]) -> FrontRequest:
         tool_choice=tool_choice,
         stream=stream,
     )
-    session = headers.get("session_id", "") or headers.get("x-session-id", "")
-    if not session and isinstance(obj.get("prompt_cache_key"), str):
-        session = obj["prompt_cache_key"]
     echo = {
         "instructions": instructions,
         "max_output_tokens": max_tokens,
@@ -342,7 +331,9 @@ def parse_responses(body: bytes, headers: dict[str, str]) -> FrontRequest:
         client_model=model,
         custom_tools=custom,
         namespaced=tools_in.namespaced,
-        session_id=session[:200],
+        session_id=session_id(
+            headers.get("session_id"), headers.get("x-session-id"), obj.get("prompt_cache_key")
+        ),
         cases=tuple(cases),
         echo=echo,
     )
