@@ -1,6 +1,6 @@
 """Anthropic Messages: request encoding and stream/body decoding.
 
-Usage (b.4): Anthropic's ``input_tokens`` excludes cache reads and writes, so the canonical
+Usage (b4): Anthropic's ``input_tokens`` excludes cache reads and writes, so the canonical
 input is ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``; the
 ``message_delta`` usage is cumulative and may repeat the input fields. ``pause_turn`` (an
 unfinished turn, continued by sending it back) maps to ``length``, never to a plain stop; the

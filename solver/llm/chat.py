@@ -2,7 +2,7 @@
 
 Request: ``reasoning`` maps to ``chat_template_kwargs.enable_thinking`` (the GLM template toggle
 SGLang and vLLM read); streams always ask for ``stream_options.include_usage``. Earlier
-assistant thinking goes back as ``reasoning_content`` (GLM interleaved thinking, b.1).
+assistant thinking goes back as ``reasoning_content`` (GLM interleaved thinking, b1).
 
 Stream: every chunk passes through :meth:`ChatDecoder.chunk`, which applies the catalogue's
 Chat rules and hands canonical deltas to the shared :class:`EventBuilder`.
@@ -111,7 +111,7 @@ def encode_chat(request: Request) -> dict[str, Any]:
 
 
 def usage_from_chat(raw: dict[str, Any]) -> Usage:
-    """Chat usage (b.4): ``prompt_tokens`` already includes cached tokens."""
+    """Chat usage (b4): ``prompt_tokens`` already includes cached tokens."""
     prompt_details = raw.get("prompt_tokens_details") or {}
     completion_details = raw.get("completion_tokens_details") or {}
     cached = (

@@ -13,7 +13,7 @@ from typing import Any, Literal
 Role = Literal["system", "user", "assistant", "tool"]
 Api = Literal["chat", "responses", "anthropic"]
 
-# Canonical finish reasons. Each codec maps its protocol's reasons onto these (research b.3):
+# Canonical finish reasons. Each codec maps its protocol's reasons onto these (b3):
 # stop (natural end or stop sequence), length (max_tokens), tool_calls, content_filter,
 # abort (the server aborted the request), error (the stream carried an error object).
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "abort", "error"]
@@ -149,7 +149,7 @@ class ToolCallDelta:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts with one meaning whatever the protocol (research b.4):
+    """Token counts with one meaning whatever the protocol (b4):
     ``input_tokens`` includes cached tokens; ``output_tokens`` includes reasoning tokens."""
 
     input_tokens: int = 0

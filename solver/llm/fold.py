@@ -42,7 +42,7 @@ def clean_arguments(arguments: str) -> str:
 def split_orphan_think(text: str, reasoning: str) -> tuple[str, str]:
     """GLM with thinking on but no reasoning parser: the prompt ends in ``<think>``, so the
     answer starts inside the reasoning and only ``</think>`` shows. With no other reasoning,
-    what precedes that closing tag is the reasoning (b.1). The event builder does this live
+    what precedes that closing tag is the reasoning (b1). The event builder does this live
     when the request asked for reasoning; here it is done for streams decoded without that
     hold, so a completion is the same whichever way its events were produced. Not when the
     request turned reasoning off: the template then closed ``<think></think>`` itself, and a

@@ -14,7 +14,7 @@
 - a ``stop`` with no text and no tool but with reasoning promotes the reasoning to text (E22);
 - a leading inline ``<think>`` tag in text, split anywhere across chunks, makes reasoning, and
   so does text before a lone ``</think>`` (the opening tag was in the prompt), as long as no
-  reasoning channel was seen (b.1); until that is decidable the text is held.
+  reasoning channel was seen (b1); until that is decidable the text is held.
 
 Each quirk met is counted in :attr:`EventBuilder.cases` by its catalogue code, so a run can say
 how often the server needed normalising.
@@ -100,7 +100,7 @@ class EventBuilder:
         self.out: list[StreamEvent] = []
         self.cases: set[str] = set()
         self.closed = False
-        # inline <think> tags (b.1), only while no reasoning channel was seen: "start" until the
+        # inline <think> tags (b1), only while no reasoning channel was seen: "start" until the
         # first text decides; "inside" a leading <think>; "orphan" while text may be reasoning
         # whose <think> was in the prompt (held until </think>, <think>, a tool or the end);
         # "plain" once decided, and from the start when tags are not looked for. Text is held

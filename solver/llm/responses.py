@@ -3,7 +3,7 @@
 The Responses API has no ``stop`` or ``seed``; a request that needs them is refused with
 :class:`UnsupportedRequest` instead of being silently weakened. ``reasoning`` True/False maps to
 ``reasoning.effort`` high/minimal (advisory for GLM). Earlier assistant thinking is not sent
-back: reasoning items need provider-issued ids. Usage (b.4): ``input_tokens`` includes cached.
+back: reasoning items need provider-issued ids. Usage (b4): ``input_tokens`` includes cached.
 
 Streams end on ``response.completed`` / ``response.incomplete`` / ``response.failed``; there is
 no ``[DONE]``. When a server streams no item deltas but lists the items in the terminal

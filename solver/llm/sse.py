@@ -1,4 +1,4 @@
-"""Incremental Server-Sent Events framing over raw bytes (research E42-E44).
+"""Incremental Server-Sent Events framing over raw bytes (E42-E44, docs/stream-cases.md).
 
 Bytes are split into events before any decoding, so a UTF-8 character split across network
 reads is never decoded in halves. Lines end at ``\\r\\n``, ``\\n`` or ``\\r`` only (never at

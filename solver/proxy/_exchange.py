@@ -75,7 +75,7 @@ async def _drain(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
 
 def _split_blocks(blocks: list[Block]) -> list[Block]:
     """A JSON answer whose first text holds a lone ``</think>`` (and no thinking came): what
-    precedes the tag is thinking (b.1). The live hold normally did this already; this catches
+    precedes the tag is thinking (b1). The live hold normally did this already; this catches
     text the hold let through, so a JSON answer never shows the tag."""
     if not blocks or blocks[0].kind != "text" or any(b.kind == "thinking" for b in blocks):
         return blocks
@@ -316,7 +316,7 @@ class Exchange:
         self._cases.update(cases)
         self.record.upstream_model = request.model
         body = _upstream.encode(provider, request)
-        # a lone </think> (b.1): hold the text if the client asked for thinking, or, with
+        # a lone </think> (b1): hold the text if the client asked for thinking, or, with
         # split_think (GLM thinks by default), unless it said no; else it streams at once
         asked, split = self.fr.request.reasoning, provider.split_think
         self._split_think = split is not False and bool(asked or (split and asked is not False))

@@ -1,5 +1,5 @@
 """Thinking signatures: a bridge-owned envelope for thinking that no Anthropic model signed, and
-the rule that such signatures never reach an official Anthropic upstream (research b.1, E26).
+the rule that such signatures never reach an official Anthropic upstream (b1, E26).
 
 Claude Code needs a ``signature_delta`` before a thinking block closes (E25), so thinking that
 came from a Chat or Responses upstream is given ``olys-bridge-v1:<base64url(json)>``. The JSON
@@ -7,7 +7,7 @@ holds a digest of the thinking text, so a replayed block can be recognised as ou
 
 A signature an upstream issued goes to the client inside an envelope naming that provider
 (``olys-sig-v1.<base64url(name)>.<signature>``); a replayed block is unwrapped only for the same
-provider and dropped for any other (research b.1, E26).
+provider and dropped for any other (b1, E26).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Per-request telemetry in SQLite, written off the streaming path (research e.4).
+"""Per-request telemetry in SQLite, written off the streaming path (docs/proxy.md, Telemetry).
 
 The request handler fills a :class:`RequestRecord` and hands it to :meth:`TelemetryWriter.put`
 (a queue append); a background thread batches the inserts, so no request ever waits on SQLite.
@@ -56,7 +56,8 @@ CREATE INDEX IF NOT EXISTS requests_request_id ON requests (request_id);
 @dataclass(slots=True)
 class RequestRecord:
     """One client request. ``status``: success | truncated | upstream_error | upstream_idle |
-    client_cancel | bad_request | no_route (research e.4 outcome enum, plus the 4xx ones)."""
+    client_cancel | bad_request | no_route: the request's outcome; the last two are refusals
+    answered with a 4xx before any upstream was asked."""
 
     request_id: str  # the correlation id (the client's x-request-id): may repeat
     id: str = field(default_factory=uuid7)  # the row's own key, unique per request

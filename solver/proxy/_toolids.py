@@ -1,4 +1,4 @@
-"""Tool call ids for Anthropic (research b.2): ``tool_use.id`` must match ``^[a-zA-Z0-9_-]+$``,
+"""Tool call ids for Anthropic (b2): ``tool_use.id`` must match ``^[a-zA-Z0-9_-]+$``,
 but OpenAI-style servers send ids such as ``functions.Bash:0`` (GLM, Kimi). An id outside that
 alphabet is sent as ``olyt_`` and its base64url, which is the reverse map itself: the id comes
 back in the client's history and is decoded before it goes to any other upstream, so each

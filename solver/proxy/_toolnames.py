@@ -1,5 +1,5 @@
-"""Tool names for OpenAI-style upstreams, which refuse names over 64 characters (research b.2,
-e.3). Claude Code's MCP tools (``mcp__server__tool``) often are longer. A long name is sent as
+"""Tool names for OpenAI-style upstreams, which refuse names over 64 characters (b2).
+Claude Code's MCP tools (``mcp__server__tool``) often are longer. A long name is sent as
 its first 55 characters, ``_`` and 8 hex digits of its SHA-256, the same every time, so the
 history of earlier calls maps the same way; names coming back are restored."""
 

@@ -28,3 +28,23 @@ def test_every_written_code_is_defined_and_every_defined_code_is_written() -> No
     assert len(written) > 30  # the pattern still finds the codes
     assert written - documented == set(), "codes written but not in docs/stream-cases.md"
     assert documented - written == set(), "codes in docs/stream-cases.md that nothing writes"
+
+
+CITED = re.compile(r"\b(E\d\d|b[1-4])\b")
+NUMBERED = re.compile(r"^\| (E\d\d|b[1-4]) \|", re.MULTILINE)
+
+
+def test_every_number_the_source_cites_is_defined_on_the_page() -> None:
+    """A comment may name a fault by its number (E06) or a mapping rule by its label (b1):
+    the page defines each, as the number of a code or in its table of numbers."""
+    page = (ROOT / "docs" / "stream-cases.md").read_text(encoding="utf-8")
+    defined = set(NUMBERED.findall(page)) | {
+        code.split("_", 1)[0] for code in DOCUMENTED.findall(page)
+    }
+    cited: dict[str, str] = {}
+    for path in (ROOT / "solver").rglob("*.py"):
+        for number in CITED.findall(path.read_text(encoding="utf-8")):
+            cited.setdefault(number, str(path.relative_to(ROOT)))
+    assert len(cited) > 20  # the pattern still finds the citations
+    missing = {number: where for number, where in cited.items() if number not in defined}
+    assert missing == {}, "numbers cited in the source but not defined in docs/stream-cases.md"
