@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,30 +12,27 @@ import click
 
 from solver.cli.errors import reports_errors
 from solver.cli.run import run_interruptibly
-from solver.config import ResolvedSettings, Settings, resolve_settings
+from solver.config import ResolvedSettings
 from solver.errors import Interrupted
 from solver.evaluation import (
+    EVAL_GRADERS,
     EvalMonitor,
     EvalSummary,
     Job,
     JobResult,
+    calibration_header,
     calibration_report,
     drive_jobs,
-    file_digest,
+    eval_settings,
     load_graded,
+    plan_calibration,
     plan_counts,
     plan_set,
-    prepare_out,
-    run_settings,
     score_line,
-    served_model,
     write_calibration,
     write_set_results,
 )
 from solver.problems import load_problem_set
-
-EVAL_GRADERS = 3  # G when neither --graders nor the configuration file sets it
-GRADERS_KEY = "grading.evaluation_graders"
 
 
 def _corr(value: float | None) -> str:
@@ -112,21 +108,8 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _resolve(config_file: Path | None, **flags: Any) -> ResolvedSettings:
-    """The settings from flags, environment and configuration file; G is the eval's own
-    default (3) only when neither the flag nor the file sets it (plain solve keeps 1)."""
-    resolved = resolve_settings(
-        config_file=config_file,
-        flags={k.replace("__", "."): v for k, v in flags.items()},
-    )
-    if resolved.sources.get(GRADERS_KEY, "default") != "default":
-        return resolved
-    settings = resolved.settings
-    grading = settings.grading.model_copy(update={"evaluation_graders": EVAL_GRADERS})
-    return replace(
-        resolved,
-        settings=settings.model_copy(update={"grading": grading}),
-        sources={**resolved.sources, GRADERS_KEY: "eval default"},
-    )
+    """The eval's settings; a flag named ``a__b`` sets the key ``a.b``."""
+    return eval_settings(config_file, {k.replace("__", "."): v for k, v in flags.items()})
 
 
 def _emit(as_json: bool, event: dict[str, Any], text: str) -> None:
@@ -153,15 +136,10 @@ def _drive(
 
     def on_result(result: JobResult) -> None:
         count[0] += 1
-        job = result.job
-        grade = result.result.get("evaluation_score")
-        # A grading-only run (calibration) solves nothing; "unsolved" would mislead.
-        outcome = "graded" if job.given_proof is not None else result.result.get("outcome")
-        how = "already finished" if result.skipped else ("resumed" if result.resumed else "run")
-        has_proof = result.result.get("selected") is not None or job.given_proof is not None
-        shown = f"{grade}/7" if grade is not None else "ungraded" if has_proof else "-"
+        job, grade, outcome = result.job, result.grade, result.outcome
+        shown = f"{grade}/7" if grade is not None else "ungraded" if result.has_proof else "-"
         detail = (
-            f"{outcome}, grade {shown} ({how})"
+            f"{outcome}, grade {shown} ({result.how})"
             if result.status == "finished"
             else f"{result.status}: {result.error}"
         )
@@ -333,11 +311,7 @@ def run(
         lambda j: f"{j.key} run {j.run}",
         progress_every,
     )
-    grading = {
-        "grading": grading_line(resolved.settings),
-        "scale": resolved.settings.grading.scale,
-    }
-    summary, written = write_set_results(plan, results, grading)
+    summary, written = write_set_results(plan, results, resolved.settings)
     json_path, md_path, png_path = written.json_path, written.md_path, written.png_path
     if written.chart_note is not None:
         # stderr in both modes: with --json, stdout stays one JSON object per line.
@@ -366,18 +340,6 @@ def run(
         ),
     )
     _exit_on_errors(results, as_json)
-
-
-def grading_line(settings: Settings) -> str:
-    """How the graders' grades became the evaluation grade, in one line for the header."""
-    grading = settings.grading
-    again = (
-        f"re-judged when they spread more than {grading.reconcile_spread}"
-        if grading.reconcile == "rejudge"
-        else "never re-judged"
-    )
-    scale = "ProofBench 7/6/1/0" if grading.scale == "proofbench" else "0-7 points"
-    return f"{grading.aggregation} of the graders' last grades ({again}); {scale}"
 
 
 @eval_group.command("calibrate")
@@ -415,30 +377,18 @@ def calibrate(
         grading__reconcile=reconcile,
         grading__scale=scale,
     )
-    out_dir = out_dir or Path("evals") / f"calibrate-{file.stem}"
-    identity = {"digest": file_digest(file), "items": [i.item for i in items]}
-    graders = resolved.settings.grading.evaluation_graders
-    names = prepare_out(
-        out_dir,
-        identity,
-        kind="calibration",
-        extra={"file": str(file), "graders": graders},
-        settings=run_settings(resolved.settings, solve=False),
-    )
-    jobs = [Job(i.item, 1, out_dir / names[i.item], i.problem, given_proof=i.proof) for i in items]
+    out = out_dir or Path("evals") / f"calibrate-{file.stem}"
+    plan = plan_calibration(file, items, out, resolved.settings)
+    jobs = list(plan.jobs)
     _emit(
         as_json,
-        {"event": "calibrate.started", "out": str(out_dir), "items": len(jobs)},
-        f"calibrate: {out_dir}; {_plan_line(jobs)}",
+        {"event": "calibrate.started", "out": str(out), "items": len(jobs)},
+        f"calibrate: {out}; {_plan_line(jobs)}",
     )
     results = _drive(jobs, resolved, parallel, as_json, lambda j: j.key, progress_every)
     agreed, rows = calibration_report(items, results)
-    header = {
-        "input": {"path": str(file), "digest": identity["digest"]},
-        "graders": graders,
-        "model": served_model(results),
-    }
-    json_path, md_path = write_calibration(out_dir, header, agreed, rows)
+    header = calibration_header(plan, results)
+    json_path, md_path = write_calibration(out, header, agreed, rows)
     if agreed is None:
         text = "no grading run finished"
     else:

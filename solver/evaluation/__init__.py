@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from solver.evaluation.calibrate import (
+    CalibrationPlan,
     GradedProof,
+    calibration_header,
     calibration_markdown,
     calibration_report,
     load_graded,
+    plan_calibration,
     write_calibration,
 )
 from solver.evaluation.evaluate import (
+    EVAL_GRADERS,
     EvalMonitor,
     Job,
     JobResult,
     drive_jobs,
+    eval_settings,
     file_digest,
     prepare_out,
     quiet_progress,
@@ -29,9 +34,17 @@ from solver.evaluation.scores import (
     score_from_result,
     summarise,
 )
-from solver.evaluation.set_run import plan_counts, plan_set, served_model, write_set_results
+from solver.evaluation.set_run import (
+    grading_line,
+    plan_counts,
+    plan_set,
+    served_model,
+    write_set_results,
+)
 
 __all__ = [
+    "EVAL_GRADERS",
+    "CalibrationPlan",
     "EvalMonitor",
     "EvalSummary",
     "GradedProof",
@@ -39,12 +52,16 @@ __all__ = [
     "JobResult",
     "RunScore",
     "agreement",
+    "calibration_header",
     "calibration_markdown",
     "calibration_report",
     "drive_jobs",
+    "eval_settings",
     "file_digest",
+    "grading_line",
     "load_graded",
     "pearson",
+    "plan_calibration",
     "plan_counts",
     "plan_set",
     "prepare_out",

@@ -24,8 +24,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from solver.evaluation.evaluate import JobResult
+from solver.config import Settings
+from solver.evaluation.evaluate import Job, JobResult, file_digest, prepare_out, run_settings
 from solver.evaluation.scores import FULL_GRADE, Agreement, agreement
+from solver.evaluation.set_run import served_model
 from solver.loop.grading import AGGREGATIONS, aggregate
 from solver.problems import Problem, read_checked_text
 from solver.store import write_atomic
@@ -112,6 +114,47 @@ def load_graded(path: Path) -> list[GradedProof]:
     if not items:
         raise input_error(path, "no graded proofs in the file")
     return items
+
+
+@dataclass(frozen=True)
+class CalibrationPlan:
+    """The grading runs of one calibration, each in its own directory under ``out_dir``."""
+
+    file: Path
+    out_dir: Path
+    digest: str
+    graders: int
+    jobs: tuple[Job, ...]
+
+
+def plan_calibration(
+    file: Path, items: list[GradedProof], out_dir: Path, settings: Settings
+) -> CalibrationPlan:
+    """Prepare ``out_dir`` for these graded proofs and settings (refusing one made for others)
+    and name every grading run's directory."""
+    digest = file_digest(file)
+    identity = {"digest": digest, "items": [i.item for i in items]}
+    graders = settings.grading.evaluation_graders
+    names = prepare_out(
+        out_dir,
+        identity,
+        kind="calibration",
+        extra={"file": str(file), "graders": graders},
+        settings=run_settings(settings, solve=False),
+    )
+    jobs = tuple(
+        Job(i.item, 1, out_dir / names[i.item], i.problem, given_proof=i.proof) for i in items
+    )
+    return CalibrationPlan(file, out_dir, digest, graders, jobs)
+
+
+def calibration_header(plan: CalibrationPlan, results: list[JobResult]) -> dict[str, Any]:
+    """What the calibration is of: the input file, G and the model that graded."""
+    return {
+        "input": {"path": str(plan.file), "digest": plan.digest},
+        "graders": plan.graders,
+        "model": served_model(results),
+    }
 
 
 def calibration_report(

@@ -26,11 +26,11 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from solver.config import ResolvedSettings, Settings
+from solver.config import ResolvedSettings, Settings, resolve_settings
 from solver.errors import InputError, SolverError, exit_code_for
 from solver.evaluation.scores import RunStatus
 from solver.loop.capacity import SharedCapacity
@@ -43,6 +43,8 @@ from solver.store import holds_only_create_leftovers, write_atomic
 
 EVAL_FORMAT = "solver-eval/1"
 EVAL_FILE = "EVAL.json"
+EVAL_GRADERS = 3  # G when neither --graders nor the configuration file sets it
+GRADERS_KEY = "grading.evaluation_graders"
 
 
 class QuietProgress:
@@ -164,6 +166,46 @@ class JobResult:
     exit_code: int = 0
     resumed: bool = False
     skipped: bool = False  # finished before this invocation
+
+    @property
+    def grade(self) -> int | None:
+        grade: int | None = self.result.get("evaluation_score")
+        return grade
+
+    @property
+    def outcome(self) -> str | None:
+        """The run's outcome; a grading-only run (calibration) solves nothing, so it is
+        "graded" ("unsolved" would mislead)."""
+        if self.job.given_proof is not None:
+            return "graded"
+        outcome: str | None = self.result.get("outcome")
+        return outcome
+
+    @property
+    def has_proof(self) -> bool:
+        """Whether there was a proof to grade (a missing grade then means "ungraded")."""
+        return self.result.get("selected") is not None or self.job.given_proof is not None
+
+    @property
+    def how(self) -> str:
+        """How this invocation came by the result."""
+        return "already finished" if self.skipped else ("resumed" if self.resumed else "run")
+
+
+def eval_settings(config_file: Path | None, flags: dict[str, Any]) -> ResolvedSettings:
+    """The settings from ``flags`` (dotted keys), environment and configuration file; G is the
+    eval's own default (3) only when neither the flag nor the file sets it (plain solve
+    keeps 1)."""
+    resolved = resolve_settings(config_file=config_file, flags=flags)
+    if resolved.sources.get(GRADERS_KEY, "default") != "default":
+        return resolved
+    settings = resolved.settings
+    grading = settings.grading.model_copy(update={"evaluation_graders": EVAL_GRADERS})
+    return replace(
+        resolved,
+        settings=settings.model_copy(update={"grading": grading}),
+        sources={**resolved.sources, GRADERS_KEY: "eval default"},
+    )
 
 
 def run_settings(settings: Settings, *, solve: bool) -> dict[str, Any]:

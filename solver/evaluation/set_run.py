@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from solver.config import ResolvedSettings
+from solver.config import ResolvedSettings, Settings
 from solver.evaluation.evaluate import (
     Job,
     JobResult,
@@ -89,18 +89,31 @@ def served_model(results: list[JobResult]) -> str | None:
     return None
 
 
+def grading_line(settings: Settings) -> str:
+    """How the graders' grades became the evaluation grade, in one line for the header."""
+    grading = settings.grading
+    again = (
+        f"re-judged when they spread more than {grading.reconcile_spread}"
+        if grading.reconcile == "rejudge"
+        else "never re-judged"
+    )
+    scale = "ProofBench 7/6/1/0" if grading.scale == "proofbench" else "0-7 points"
+    return f"{grading.aggregation} of the graders' last grades ({again}); {scale}"
+
+
 def write_set_results(
-    plan: SetPlan, results: list[JobResult], grading: dict[str, Any] | None = None
+    plan: SetPlan, results: list[JobResult], settings: Settings
 ) -> tuple[EvalSummary, Written]:
-    """Score every run, total them per run index, and write results.json, .md and .png;
-    ``grading`` (how grades were made and on what scale) joins the header."""
+    """Score every run, total them per run index, and write results.json, .md and .png; how
+    grades were made and on what scale (from ``settings``) joins the header."""
     scores = [run_score(result) for result in results]
     summary = summarise([(p.id, p.points) for p in plan.problems], scores, plan.runs)
     header: dict[str, Any] = {
         "set": {"path": str(plan.set_path), "digest": plan.digest},
         "runs": plan.runs,
         "graders": plan.graders,
-        **(grading or {}),
+        "grading": grading_line(settings),
+        "scale": settings.grading.scale,
         "model": served_model(results),
     }
     return summary, write_results(plan.out_dir, summary, header)
