@@ -20,6 +20,7 @@ from solver.evaluation import (
     EvalSummary,
     Job,
     JobResult,
+    Written,
     calibration_header,
     calibration_report,
     drive_jobs,
@@ -211,6 +212,37 @@ def _means_line(summary: EvalSummary) -> str:
     return f"rubric mean {rubric.mean:.2f}/{top}, strict mean {strict.mean:.2f}/{top}"
 
 
+def _set_finished(summary: EvalSummary, written: Written, runs: int, as_json: bool) -> None:
+    """The closing lines of a set evaluation: each run index's score, the means, the files."""
+    json_path, md_path, png_path = written.json_path, written.md_path, written.png_path
+    if written.chart_note is not None:
+        # stderr in both modes: with --json, stdout stays one JSON object per line.
+        click.echo(f"warning: no chart: {written.chart_note}", err=True)
+    lines = [f"run {n}: {score_line(summary, n, strict=False)}" for n in range(1, runs + 1)]
+    strict = summary.strict_total
+    rubric = summary.rubric_total
+    _emit(
+        as_json,
+        {
+            "event": "eval.finished",
+            "results": str(json_path),
+            "markdown": str(md_path),
+            "chart": str(png_path) if png_path else None,
+            "chart_note": written.chart_note,
+            "rubric": rubric.to_json() if rubric else None,
+            "strict": strict.to_json() if strict else None,
+            "max": summary.max_total,
+        },
+        "\n".join(
+            [
+                *lines,
+                _means_line(summary),
+                f"results: {json_path}  {md_path}  {png_path or '(no chart)'}",
+            ]
+        ),
+    )
+
+
 @click.group(
     "eval",
     cls=_DefaultToRun,
@@ -312,33 +344,7 @@ def run(
         progress_every,
     )
     summary, written = write_set_results(plan, results, resolved.settings)
-    json_path, md_path, png_path = written.json_path, written.md_path, written.png_path
-    if written.chart_note is not None:
-        # stderr in both modes: with --json, stdout stays one JSON object per line.
-        click.echo(f"warning: no chart: {written.chart_note}", err=True)
-    lines = [f"run {n}: {score_line(summary, n, strict=False)}" for n in range(1, runs + 1)]
-    strict = summary.strict_total
-    rubric = summary.rubric_total
-    _emit(
-        as_json,
-        {
-            "event": "eval.finished",
-            "results": str(json_path),
-            "markdown": str(md_path),
-            "chart": str(png_path) if png_path else None,
-            "chart_note": written.chart_note,
-            "rubric": rubric.to_json() if rubric else None,
-            "strict": strict.to_json() if strict else None,
-            "max": summary.max_total,
-        },
-        "\n".join(
-            [
-                *lines,
-                _means_line(summary),
-                f"results: {json_path}  {md_path}  {png_path or '(no chart)'}",
-            ]
-        ),
-    )
+    _set_finished(summary, written, runs, as_json)
     _exit_on_errors(results, as_json)
 
 

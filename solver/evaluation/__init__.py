@@ -24,7 +24,7 @@ from solver.evaluation.evaluate import (
     quiet_progress,
     run_settings,
 )
-from solver.evaluation.output import results_json, results_markdown, score_line
+from solver.evaluation.output import Written, results_json, results_markdown, score_line
 from solver.evaluation.scores import (
     EvalSummary,
     RunScore,
@@ -51,6 +51,7 @@ __all__ = [
     "Job",
     "JobResult",
     "RunScore",
+    "Written",
     "agreement",
     "calibration_header",
     "calibration_markdown",
