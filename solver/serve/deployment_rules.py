@@ -7,7 +7,7 @@ import re
 
 from solver.serve.findings import Finding
 from solver.serve.option_table import version_key
-from solver.serve.recipe import Deployment
+from solver.serve.recipe import Deployment, ProcessCommand, Recipe
 
 # The gfx950 Block-FP8 GEMM bug (sglang#28685: GSM8K 0.000 on a v0.5.13.post1-rocm720-mi35x
 # image, sglang#28471) needs two fixes: the kernel (ROCm/rocm-libraries#8639, merged 2026-06-19)
@@ -32,16 +32,29 @@ def _url_key(url: str) -> str:
 
 def deployment_rules(deployment: Deployment) -> list[Finding]:
     recipe = deployment.recipe
+    found = _topology_rules(deployment)
+    for process in deployment.processes:
+        found += _env_rules(recipe, process)
+    if recipe.vendor == "amd" and recipe.gpu_arch == "gfx950":
+        found += _gfx950_image_rule(recipe.image, recipe.name)
+    return found
+
+
+def _topology_rules(deployment: Deployment) -> list[Finding]:
+    """A PD recipe has all three roles, and its router routes to every worker."""
+    where = deployment.recipe.name
     found: list[Finding] = []
-
-    def error(rule: str, option: str, message: str) -> None:
-        found.append(Finding("error", rule, option, message, recipe.name))
-
     roles = [p.role for p in deployment.processes]
     pd_roles = {"prefill", "decode", "router"}
     if {"prefill", "decode"} & set(roles) and not pd_roles <= set(roles):
-        error(
-            "pd-incomplete", "--disaggregation-mode", "a PD recipe needs prefill, decode and router"
+        found.append(
+            Finding(
+                "error",
+                "pd-incomplete",
+                "--disaggregation-mode",
+                "a PD recipe needs prefill, decode and router",
+                where,
+            )
         )
     router = next((p for p in deployment.processes if p.role == "router"), None)
     if router is not None:
@@ -49,44 +62,56 @@ def deployment_rules(deployment: Deployment) -> list[Finding]:
         routed = {_url_key(a.split("=", 1)[-1]) for a in router.argv}
         for process in deployment.processes:
             if process.role != "router" and _url_key(process.url) not in routed:
-                error(
-                    "router-misses-worker",
-                    process.label,
-                    f"the router does not route to {process.url} ({process.label})",
-                )
-    for process in deployment.processes:
-        for name in process.env:
-            removed = REMOVED_ENV.get(name)
-            if removed and version_key(recipe.sglang_version) >= version_key(removed[0]):
                 found.append(
                     Finding(
-                        "warning",
-                        "removed-env",
-                        name,
-                        f"ignored since SGLang {removed[0]} ({removed[1]})",
-                        recipe.name,
+                        "error",
+                        "router-misses-worker",
+                        process.label,
+                        f"the router does not route to {process.url} ({process.label})",
+                        where,
                     )
                 )
-        if recipe.vendor == "amd" and process.env.get("SGLANG_OPT_USE_TOPK_V2") == "false":
-            # arg_groups/model_hook.py (0.5.23, HIP arm; 0.5.19 likewise): off by default on
-            # HIP for DSA models already
+    return found
+
+
+def _env_rules(recipe: Recipe, process: ProcessCommand) -> list[Finding]:
+    """The environment of one process: variables SGLang dropped or already implies, and
+    switches that must never reach a real run."""
+    found: list[Finding] = []
+    for name in process.env:
+        removed = REMOVED_ENV.get(name)
+        if removed and version_key(recipe.sglang_version) >= version_key(removed[0]):
             found.append(
                 Finding(
                     "warning",
-                    "redundant-env",
-                    "SGLANG_OPT_USE_TOPK_V2",
-                    "SGLang already turns the top-k v2 kernel off for DSA models on ROCm",
+                    "removed-env",
+                    name,
+                    f"ignored since SGLang {removed[0]} ({removed[1]})",
                     recipe.name,
                 )
             )
-        if "SGLANG_SIMULATE_ACC_LEN" in process.env:
-            error(
+    if recipe.vendor == "amd" and process.env.get("SGLANG_OPT_USE_TOPK_V2") == "false":
+        # arg_groups/model_hook.py (0.5.23, HIP arm; 0.5.19 likewise): off by default on
+        # HIP for DSA models already
+        found.append(
+            Finding(
+                "warning",
+                "redundant-env",
+                "SGLANG_OPT_USE_TOPK_V2",
+                "SGLang already turns the top-k v2 kernel off for DSA models on ROCm",
+                recipe.name,
+            )
+        )
+    if "SGLANG_SIMULATE_ACC_LEN" in process.env:
+        found.append(
+            Finding(
+                "error",
                 "simulated-acceptance",
                 "SGLANG_SIMULATE_ACC_LEN",
                 "synthetic speculative acceptance: never for real runs or benchmarks",
+                recipe.name,
             )
-    if recipe.vendor == "amd" and recipe.gpu_arch == "gfx950":
-        found += _gfx950_image_rule(recipe.image, recipe.name)
+        )
     return found
 
 
