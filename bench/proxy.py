@@ -6,7 +6,7 @@ and through LiteLLM's proxy.
 
 Every target is its own process; the client is this process. The upstream is a fake Chat
 Completions server (``--serve-fake``, asyncio) that streams 200 content events and a finish
-event, then ``[DONE]``, as fast as it can (the shape and size of research/peer-measurements.md).
+event, then ``[DONE]``, as fast as it can.
 Per cell (concurrency x target): closed-loop workers, each with its own httpx client and one
 keep-alive connection; rounds alternate the target order; a window of ``--seconds`` is
 measured after a warm-up. Reported: time to first content (p50, p99; "added" = minus direct),
