@@ -89,6 +89,28 @@ class Acceptance(_Section):
     best_version: bool = Field(
         default=True, description="revise from and submit each lineage's best version"
     )
+    self_improve: bool = Field(
+        default=False,
+        description="a fresh proof gets a second generator turn (check and improve) first",
+    )
+    restart_from_pool: bool = Field(
+        default=False,
+        description="restarts take turns with revising an abandoned lineage's best proof",
+    )
+    recombine: int = Field(
+        default=0,
+        ge=0,
+        le=4,
+        description="restarts take turns with recombining the best proofs of this many "
+        "lineages (2-4; 0: never)",
+    )
+
+    @field_validator("recombine")
+    @classmethod
+    def _check_recombine(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("a recombination sees 2 to 4 proofs (0 turns it off), not 1")
+        return value
 
 
 class Budget(_Section):

@@ -7,8 +7,11 @@
   the artifact it names, and reference material (a drafted marking scheme included) reached
   only evaluation calls after the solve phase; proofs, reports, marking schemes and graders'
   judgments are re-derived from the raw responses, so no reasoning or self-assessment can
-  hide in them; the derived inputs (a reviser's confirmed findings, a selector's anonymised
-  proofs) are rebuilt from the journal by the loop's own code and must match byte for byte.
+  hide in them, and a proof written from other proofs (a revision, a recombination, a
+  self-improvement turn) must hold no talk about them; the derived inputs (a reviser's
+  confirmed findings, a recombiner's pool of proofs with their confirmed findings, a
+  selector's anonymised proofs) are rebuilt from the journal by the loop's own code and must
+  match byte for byte.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from solver.loop.contexts import ContextBuilder
 from solver.loop.state import CallState, RunState
 from solver.problems import Problem
 from solver.records import parse_loop_record
-from solver.roles import rubric_writer, verifier
+from solver.roles import reviser, rubric_writer, verifier
 from solver.store import BlobRef, Record, RunStore
 
 # Material from the organisers, or drafted from it: evaluation calls only, after the solve phase.
@@ -146,13 +149,20 @@ def _response_text(ctx: AuditContext, attempts: _Attempts, call_id: str) -> str 
 
 
 def _derivation_ok(
-    ctx: AuditContext, attempts: _Attempts, artifact: dict[str, Any], content: bytes
+    ctx: AuditContext,
+    attempts: _Attempts,
+    artifact: dict[str, Any],
+    content: bytes,
+    producer_role: str = "",
 ) -> bool:
     text = _response_text(ctx, attempts, artifact["producer"])
     if text is None:
         return False
     if artifact["kind"] == "proof_text":
-        return roles.extract_proof(text).proof.encode() == content
+        proof = roles.extract_proof(text).proof
+        if producer_role not in ("", "generator") and reviser.commentary(proof) is not None:
+            return False  # a proof written from others must stand alone
+        return proof.encode() == content
     if artifact["kind"] == "marking_scheme":
         return rubric_writer.format_scheme(rubric_writer.parse(text)).encode() == content
     if artifact["kind"] == "grader_judgments":
@@ -177,6 +187,7 @@ class _DigestOnlyStore:
 # Derived input kind -> (the role whose call it feeds, the artifact name's suffix).
 DERIVED = {
     "confirmed_findings": ("reviser", ".findings"),
+    "pooled_proofs": ("reviser:recombine", ".pool"),
     "anonymised_proofs": ("selector", ".proofs"),
 }
 
@@ -217,11 +228,12 @@ class _Rederiver:
         call: CallState | None = self.state.calls.get(call_id)
         if call is None or call.role != role or not str(data["artifact"]).endswith(suffix):
             return f"names no {role} call"
-        build: Callable[[CallState], Any] = (
-            self.builder._confirmed_findings_artifact
-            if role == "reviser"
-            else self.builder._anonymised_proofs_artifact
-        )
+        builds: dict[str, Callable[[CallState], Any]] = {
+            "reviser": self.builder._confirmed_findings_artifact,
+            "reviser:recombine": self.builder._pooled_proofs_artifact,
+            "selector": self.builder._anonymised_proofs_artifact,
+        }
+        build = builds[role]
         try:
             expected = build(call).model_dump(mode="json")
         except (AssertionError, KeyError, TypeError, ValueError, IndexError) as exc:
@@ -320,7 +332,8 @@ def check_isolation(ctx: AuditContext) -> list[Check]:
             texts[data["blob"]["blob"]] = content
             if data["kind"] in REDERIVED_KINDS and data["producer"] in calls:
                 derived += 1
-                if not _derivation_ok(ctx, attempts, data, content):
+                role = str(calls[data["producer"]].get("role", ""))
+                if not _derivation_ok(ctx, attempts, data, content, role):
                     fail(
                         f"artifact {data['artifact']} ({data['kind']}) is not what its "
                         f"producer {data['producer']} returned, stripped",

@@ -9,6 +9,7 @@ audits the same under a newer solver; an older run without them needs the same t
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import jinja2
@@ -62,23 +63,33 @@ def _render(
     if env is None:
         return [list(m) for m in roles.render(role, variant, inputs)]
     roles.check_isolation(role, inputs)
-    system, user = roles.get_role(role).templates[variant]
     context = {name: getattr(inputs, name) for name in type(inputs).model_fields}
     return [
-        ["system", render_template(system, context, env)],
-        ["user", render_template(user, context, env)],
+        [roles.message_role(name), render_template(name, context, env)]
+        for name in roles.get_role(role).templates[variant]
     ]
 
 
-def _system_and_user(used: dict[str, str]) -> tuple[str, str] | None:
+_LATER_TURN = re.compile(r"\.(\d+)\.(?:assistant|user)\.j2$")
+
+
+def _turns(used: dict[str, str]) -> tuple[str, ...] | None:
     """The page's rule: of the templates that are not partials (last path part starting with
-    ``_``), the one ending in ``system.j2`` is the system message, ``user.j2`` the user's."""
+    ``_``), those named ``<stem>.<n>.assistant.j2`` or ``<stem>.<n>.user.j2`` are the later
+    turns of a multi-turn call, in increasing ``n``; of the rest, the one ending in
+    ``system.j2`` is the system message and the one ending in ``user.j2`` the first user's."""
     mains = [name for name in used if not name.rsplit("/", 1)[-1].startswith("_")]
-    system = [name for name in mains if name.endswith("system.j2")]
-    user = [name for name in mains if name.endswith("user.j2")]
+    later = sorted(
+        (int(m.group(1)), name) for name in mains if (m := _LATER_TURN.search(name)) is not None
+    )
+    first = [name for name in mains if _LATER_TURN.search(name) is None]
+    system = [name for name in first if name.endswith("system.j2")]
+    user = [name for name in first if name.endswith("user.j2")]
     if len(system) != 1 or len(user) != 1:
         return None
-    return system[0], user[0]
+    if len({n for n, _ in later}) != len(later):
+        return None
+    return (system[0], user[0], *(name for _, name in later))
 
 
 def check_prompts(ctx: AuditContext) -> list[Check]:
@@ -100,15 +111,15 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
                         rec,
                     )
                 )
-        pair = _system_and_user(used)
-        if pair is None or pair != roles.get_role(data["role"]).templates.get(data["variant"]):
+        turns = _turns(used)
+        if turns is None or turns != roles.get_role(data["role"]).templates.get(data["variant"]):
             rows.append(
                 row_about(
                     ctx,
                     "prompts",
                     "fail",
-                    f"{data['call_id']}: its templates do not name one system and one user "
-                    f"template of role {data['role']} variant {data['variant']} "
+                    f"{data['call_id']}: its templates do not name the system, user and "
+                    f"later-turn templates of role {data['role']} variant {data['variant']} "
                     "(docs/format.md, Re-rendering prompts)",
                     rec,
                 )

@@ -22,7 +22,15 @@ from pydantic import BaseModel
 from solver import roles
 from solver.llm import Completion
 from solver.loop.policy import selection_pool
-from solver.loop.state import CallState, RunState, confirmed_findings, findings_of
+from solver.loop.state import (
+    PRODUCER_ROLES,
+    CallState,
+    RunState,
+    confirmed_findings,
+    findings_of,
+    pool_sources,
+    revision_source,
+)
 from solver.problems import Problem
 from solver.records import (
     ArtifactPut,
@@ -149,13 +157,16 @@ class ContextBuilder:
             "verifier",
             "reviewer",
             "reviser",
+            "generator:improve",
             "grader",
             "grader:evaluation",
             "grader:reconcile",
             "grader:rejudge",
         ):
-            version = int(call.target) if role == "reviser" and call.target else call.version
-            proof = self._proof_artifact(call.lineage, version)
+            lineage, version = call.lineage, call.version
+            if role in ("reviser", "generator:improve") and call.lineage is not None:
+                lineage, version = revision_source(call.target, call.lineage) or (lineage, version)
+            proof = self._proof_artifact(lineage, version)
             fields["proof_text"] = self.text(proof)
             links["proof_text"] = [self._link("proof_text", proof)]
         if role == "reviewer":
@@ -164,6 +175,8 @@ class ContextBuilder:
             links["verification_report"] = [self._link("verification_report", report)]
         elif role == "reviser":
             new.append(self._confirmed_findings_artifact(call))
+        elif role == "reviser:recombine":
+            new.append(self._pooled_proofs_artifact(call))
         if role in ("grader:evaluation", "grader:reconcile", "grader:rejudge", "rubric_writer"):
             material = ("reference_solution",) if role == "rubric_writer" else _MATERIAL[role]
             for kind in material:
@@ -192,6 +205,8 @@ class ContextBuilder:
         for artifact in new:
             if artifact.kind == "confirmed_findings":
                 fields["confirmed_findings"] = self._texts[artifact.artifact]
+            elif artifact.kind == "pooled_proofs":
+                fields["pooled_proofs"] = tuple(json.loads(self._texts[artifact.artifact]))
             else:
                 fields["anonymised_proofs"] = tuple(json.loads(self._texts[artifact.artifact]))
             links[artifact.kind] = [
@@ -213,15 +228,47 @@ class ContextBuilder:
 
     def _confirmed_findings_artifact(self, call: CallState) -> ArtifactPut:
         assert call.lineage is not None and call.target is not None
-        parent = int(call.target)
-        data = confirmed_findings_text(self.state, call.lineage, parent).encode()
-        reviews = sorted(
+        lineage, parent = revision_source(call.target, call.lineage) or (call.lineage, -1)
+        data = confirmed_findings_text(self.state, lineage, parent).encode()
+        return self._new_artifact(
+            f"{call.call_id}.findings",
+            "confirmed_findings",
+            data,
+            ",".join(self._reviews_of(lineage, parent)),
+            call,
+        )
+
+    def _reviews_of(self, lineage: str, version: int) -> list[str]:
+        return sorted(
             c.call_id
             for c in self.state.calls.values()
-            if c.role == "reviewer" and c.lineage == call.lineage and c.version == parent
+            if c.role == "reviewer" and c.lineage == lineage and c.version == version
         )
+
+    def _pooled_proofs_artifact(self, call: CallState) -> ArtifactPut:
+        """A recombination's pool: each declared source's proof with its confirmed findings.
+        The declaration (the call's target) must name 2 to 4 versions of distinct lineages
+        other than the call's own, each with a proof; the audit rebuilds this artifact with
+        this function, so a proof or finding from anywhere else fails it."""
+        sources = pool_sources(call.target)
+        lineages = {lineage for lineage, _ in sources}
+        low, high = reviser.POOL_SIZES
+        assert low <= len(sources) <= high, f"{call.call_id} declares {len(sources)} proofs"
+        assert len(lineages) == len(sources), f"{call.call_id} declares a lineage twice"
+        assert call.lineage not in lineages, f"{call.call_id} declares its own lineage"
+        entries = [
+            reviser.format_pool_entry(
+                self.text(self._proof_artifact(lineage, version)),
+                confirmed_findings_text(self.state, lineage, version),
+            )
+            for lineage, version in sources
+        ]
+        producers = [self._proof_artifact(lineage, version) for lineage, version in sources]
+        for lineage, version in sources:
+            producers += self._reviews_of(lineage, version)
+        data = json.dumps(entries, indent=2, ensure_ascii=False).encode()
         return self._new_artifact(
-            f"{call.call_id}.findings", "confirmed_findings", data, ",".join(reviews), call
+            f"{call.call_id}.pool", "pooled_proofs", data, ",".join(producers), call
         )
 
     def selector_order(self) -> list[tuple[str, int]]:
@@ -265,12 +312,13 @@ class ContextBuilder:
     def _facts(
         self, call: CallState, output: roles.RoleOutput, completion: Completion
     ) -> tuple[Facts, list[ArtifactPut]]:
-        if isinstance(output, reviser.Output) or call.role == "generator":
+        if call.role in PRODUCER_ROLES:
             proof = roles.extract_proof(completion.text)
             facts = proof.facts()
             if not facts.has_proof:
                 return facts, []
-            said = reviser.commentary(proof.body) if call.role == "reviser" else None
+            # A revision, a recombination or a self-improvement must stand alone.
+            said = reviser.commentary(proof.proof) if call.role != "generator" else None
             if said is not None:
                 return ProofFacts(has_proof=False, commentary=said), []
             artifact = self._new_artifact(

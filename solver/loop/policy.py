@@ -30,8 +30,10 @@ from solver.loop.state import (
     confirmed_findings,
     finding_keys,
     findings_of,
+    pool_sources,
     review_calls,
     review_verdicts,
+    revision_source,
     verification_calls,
 )
 from solver.records import (
@@ -74,6 +76,13 @@ class PolicyConfig:
     review_minor_on_pass: bool = True  # review a passing report that has only minor findings
     recurrence_rounds: int = 1  # consecutive rounds a confirmed finding must recur to abandon
     best_version: bool = False  # revise from and submit each lineage's best version
+    # A fresh proof gets a second turn of its generator (check and improve) before verification.
+    self_improve: bool = False
+    # Restarts (lineages beyond the first ``candidates``) take turns among: from scratch, from
+    # the best proof of an abandoned lineage (a revision of it with its confirmed findings),
+    # and a recombination of the best proofs of ``recombine`` (2-4) different lineages.
+    restart_from_pool: bool = False
+    recombine: int = 0
     reconcile: Reconcile = "rejudge"
     aggregation: Aggregation = "min"
     grading_scale: Scale = "points"
@@ -174,8 +183,9 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     active = sum(1 for ln in state.lineages.values() if ln.active)
     open_slots = cfg.candidates - active - len(state.accepted())
     next_index = len(state.lineages)
+    seeded = _seeded(state)
     while open_slots > 0 and next_index < cfg.max_lineages:
-        calls.append(_generator_call(f"L{next_index}", 0, next_index, cfg))
+        calls.append(_new_lineage_call(state, next_index, cfg, seeded))
         open_slots -= 1
         next_index += 1
 
@@ -201,6 +211,112 @@ def _generator_call(lineage: str, version: int, ordinal: int, cfg: PolicyConfig)
     )
 
 
+# ---------------------------------------------------------------- restarts
+
+
+def _seeded(state: RunState) -> set[frozenset[tuple[str, int]]]:
+    """The sources restarts have already started from: a pool restart's one version, a
+    recombination's set (each is used once, so restarts do not repeat one another)."""
+    found: set[frozenset[tuple[str, int]]] = set()
+    for call in state.calls.values():
+        if call.role == "reviser" and call.lineage and call.target and ".v" in call.target:
+            source = revision_source(call.target, call.lineage)
+            if source is not None:
+                found.add(frozenset({source}))
+        elif call.role == "reviser:recombine":
+            found.add(frozenset(pool_sources(call.target)))
+    return found
+
+
+def _pool_rank(state: RunState, version: VersionState, cfg: PolicyConfig) -> tuple[float, int, int]:
+    """Better first: a higher pass rate, then fewer confirmed blocking findings, then older."""
+    rate = pass_rate(state, version.lineage, version.version, cfg) or 0.0
+    blocking = [
+        f
+        for f in confirmed_findings(state, version.lineage, version.version)
+        if f.severity in BLOCKING_SEVERITIES
+    ]
+    return rate, -len(blocking), -state.lineages[version.lineage].index
+
+
+def _pool(state: RunState, cfg: PolicyConfig, abandoned_only: bool) -> list[VersionState]:
+    """Each lineage's best verified proof with confirmed findings, best first; lineages that
+    were accepted are left out (a copy of an accepted proof is no independent candidate)."""
+    best: list[VersionState] = []
+    for lineage in state.lineages.values():
+        if lineage.accepted_version is not None or (abandoned_only and not lineage.abandoned):
+            continue
+        version = best_version(state, lineage, cfg)
+        if (
+            version is not None
+            and version.status == "failed"
+            and confirmed_findings(state, version.lineage, version.version)
+        ):
+            best.append(version)
+    return sorted(best, key=lambda v: _pool_rank(state, v, cfg), reverse=True)
+
+
+def _new_lineage_call(
+    state: RunState, index: int, cfg: PolicyConfig, seeded: set[frozenset[tuple[str, int]]]
+) -> CallPlanned:
+    """The first call of lineage ``index``. The first ``candidates`` lineages start from
+    scratch; each restart after them takes the next of the kinds the settings turn on, in
+    turn (from scratch, from the pool's best, a recombination), and starts from scratch when
+    that kind has nothing new to start from."""
+    name = f"L{index}"
+    kinds = ["scratch"]
+    if cfg.restart_from_pool:
+        kinds.append("pool")
+    if cfg.recombine >= 2:
+        kinds.append("recombine")
+    kind = kinds[(index - cfg.candidates) % len(kinds)] if index >= cfg.candidates else "scratch"
+    if kind == "pool":
+        for version in _pool(state, cfg, abandoned_only=True):
+            source = (version.lineage, version.version)
+            if frozenset({source}) not in seeded:
+                seeded.add(frozenset({source}))
+                return CallPlanned(
+                    call_id=f"{name}.v0.revise",
+                    role="reviser",
+                    variant=cfg.variant("reviser", 0),
+                    phase="solve",
+                    lineage=name,
+                    version=0,
+                    target=f"{version.lineage}.v{version.version}",
+                )
+    if kind == "recombine":
+        chosen = _pool(state, cfg, abandoned_only=False)[: min(cfg.recombine, 4)]
+        sources = [(v.lineage, v.version) for v in chosen]
+        if len(sources) >= 2 and frozenset(sources) not in seeded:
+            seeded.add(frozenset(sources))
+            return CallPlanned(
+                call_id=f"{name}.v0.recombine",
+                role="reviser:recombine",
+                variant=cfg.variant("reviser:recombine", 0),
+                phase="solve",
+                lineage=name,
+                version=0,
+                target=",".join(f"{ln}.v{v}" for ln, v in sources),
+            )
+    return _generator_call(name, 0, index, cfg)
+
+
+def _improve_call(lineage: str, draft: VersionState, producer: CallState) -> CallPlanned:
+    """The generator's second turn on its own fresh proof: the next version of the lineage."""
+    return CallPlanned(
+        call_id=f"{lineage}.v{draft.version + 1}.improve",
+        role="generator:improve",
+        variant=producer.variant,  # the same conversation: the same system prompt
+        phase="solve",
+        lineage=lineage,
+        version=draft.version + 1,
+        target=str(draft.version),
+    )
+
+
+# ---------------------------------------------------------------- one lineage
+
+
 def _lineage_step(
     state: RunState, lineage: LineageState, cfg: PolicyConfig
 ) -> tuple[list[Decision], list[CallPlanned]]:
@@ -215,6 +331,13 @@ def _lineage_step(
     ):
         why = "truncated" if producer.truncated else f"no proof ({producer.status})"
         return [_round_failed(lineage, version, why)], []
+    if (
+        cfg.self_improve
+        and producer.role == "generator"
+        and version.status == "open"
+        and not verification_calls(state, lineage.lineage, version.version)
+    ):
+        return [], [_improve_call(lineage.lineage, version, producer)]
     if version.status == "failed":
         return _after_failure(state, lineage, version, cfg)
     return _verify_round(state, lineage, version, cfg)

@@ -42,6 +42,11 @@ from solver.roles import verifier
 from solver.roles.verifier import ProofFinding
 
 CallStatus = Literal["planned", "completed", "failed", "cancelled"]
+
+# The calls that write a version of a lineage: a fresh proof, the generator's self-improvement
+# turn, a revision (of the lineage's own version, or of another lineage's when a restart
+# starts from the pool), and a recombination of proofs of several lineages.
+PRODUCER_ROLES = ("generator", "generator:improve", "reviser", "reviser:recombine")
 VersionStatus = Literal["open", "accepted", "failed", "unusable"]
 
 
@@ -201,8 +206,10 @@ class RunState:
         )
         if lineage is not None and lineage not in self.lineages:
             self.lineages[lineage] = LineageState(lineage=lineage, index=len(self.lineages))
-        if role in ("generator", "reviser") and lineage and version is not None:
-            parent = int(r.target) if role == "reviser" and r.target else None
+        if role in PRODUCER_ROLES and lineage and version is not None:
+            source = revision_source(r.target, lineage) if role != "reviser:recombine" else None
+            # a version's parent is in its own lineage; a restart's first version has none
+            parent = source[1] if source is not None and source[0] == lineage else None
             self.lineages[lineage].versions[version] = VersionState(
                 lineage=lineage, version=version, producer=r.call_id, parent=parent
             )
@@ -266,7 +273,7 @@ class RunState:
 
     def _version_unusable_if_producer(self, call_id: str) -> None:
         call = self.calls[call_id]
-        if call.role in ("generator", "reviser") and call.lineage and call.version is not None:
+        if call.role in PRODUCER_ROLES and call.lineage and call.version is not None:
             version = self.lineages[call.lineage].versions.get(call.version)
             if version is not None and version.proof_artifact is None:
                 version.status = "unusable"
@@ -335,6 +342,28 @@ _HANDLERS: dict[type[LoopRecord], _Handler] = {
     RunFinished: RunState._run_finished,
     NetConnect: lambda state, r, t: None,
 }
+
+
+def revision_source(target: str | None, lineage: str) -> tuple[str, int] | None:
+    """The version a revision (or self-improvement turn) starts from: its target is that
+    version's number in the call's own lineage (``"3"``), or ``"L2.v3"`` for another
+    lineage's (a restart from the pool's best proof). None for a call without one."""
+    if not target:
+        return None
+    other, dot_v, number = target.rpartition(".v")
+    if dot_v:
+        return other, int(number)
+    return lineage, int(target)
+
+
+def pool_sources(target: str | None) -> list[tuple[str, int]]:
+    """The versions a recombination was declared to see (``"L0.v3,L2.v1"``), in order."""
+    found: list[tuple[str, int]] = []
+    for item in (target or "").split(","):
+        source = revision_source(item.strip(), "") if item.strip() else None
+        if source is not None and source[0]:
+            found.append(source)
+    return found
 
 
 def verification_calls(state: RunState, lineage: str, version: int) -> list[CallState]:

@@ -6,7 +6,9 @@ template per variant), ``parse(text) -> Output`` (never raises) and ``CONSERVATI
 taken when output does not parse. This package imports only its own modules, pydantic, jinja2
 and the standard library; it knows nothing of transport, storage or the loop.
 
-Policy keys: the six role names, plus ``grader:evaluation``, ``grader:rejudge`` and
+Policy keys: the six role names, plus ``generator:improve`` (the generator's
+self-improvement turn) and ``reviser:recombine`` (a revision from a pool of proofs of
+different lineages), plus ``grader:evaluation``, ``grader:rejudge`` and
 ``grader:reconcile`` for grading in evaluation mode (after the solve phase; they may also see the
 reference solution, the grading guidelines and a drafted marking scheme, and a re-judging
 grader the graders' judgments), and ``rubric_writer``, which drafts that scheme in evaluation
@@ -60,6 +62,7 @@ __all__ = [
     "input_kinds",
     "isolation_policy_record",
     "label_index",
+    "message_role",
     "proof_label",
     "render",
     "strip_thinking",
@@ -87,7 +90,7 @@ class RoleSpec:
     inputs_model: type[RoleInputs]
     output_model: type[RoleOutput]
     variants: tuple[str, ...]
-    templates: Mapping[str, tuple[str, str]]
+    templates: Mapping[str, tuple[str, ...]]  # variant -> its templates, one per message
     parse: Callable[[str], RoleOutput]
     conservative: RoleOutput
 
@@ -100,7 +103,7 @@ def _spec(
     name: str,
     inputs: type[RoleInputs],
     output: type[RoleOutput],
-    templates: dict[str, tuple[str, str]],
+    templates: Mapping[str, tuple[str, ...]],
     parse: Callable[[str], RoleOutput],
     conservative: RoleOutput,
 ) -> RoleSpec:
@@ -127,6 +130,14 @@ _SPECS: dict[str, RoleSpec] = {
             generator.CONSERVATIVE,
         ),
         _spec(
+            generator.IMPROVE,
+            generator.ImproveInputs,
+            generator.Output,
+            generator.IMPROVE_TEMPLATES,
+            generator.parse,
+            generator.CONSERVATIVE,
+        ),
+        _spec(
             "verifier",
             verifier.Inputs,
             verifier.Output,
@@ -147,6 +158,14 @@ _SPECS: dict[str, RoleSpec] = {
             reviser.Inputs,
             reviser.Output,
             reviser.TEMPLATES,
+            reviser.parse,
+            reviser.CONSERVATIVE,
+        ),
+        _spec(
+            reviser.RECOMBINE,
+            reviser.RecombineInputs,
+            reviser.Output,
+            reviser.RECOMBINE_TEMPLATES,
             reviser.parse,
             reviser.CONSERVATIVE,
         ),
@@ -228,11 +247,21 @@ def get_role(name: str) -> RoleSpec:
 
 def templates_for(role: str, variant: str) -> tuple[str, ...]:
     """Every template a call of ``role``/``variant`` renders, includes resolved, sorted."""
-    system, user = _templates(get_role(role), variant)
-    return tuple(sorted(set(referenced_templates(system)) | set(referenced_templates(user))))
+    found: set[str] = set()
+    for name in _templates(get_role(role), variant):
+        found.update(referenced_templates(name))
+    return tuple(sorted(found))
 
 
-def _templates(spec: RoleSpec, variant: str) -> tuple[str, str]:
+def message_role(template: str) -> str:
+    """The message a turn template renders: ``...system.j2`` the system message,
+    ``...assistant.j2`` an assistant turn (a multi-turn call's earlier answer), else a user's."""
+    if template.endswith("system.j2"):
+        return "system"
+    return "assistant" if template.endswith("assistant.j2") else "user"
+
+
+def _templates(spec: RoleSpec, variant: str) -> tuple[str, ...]:
     try:
         return spec.templates[variant]
     except KeyError:
@@ -257,12 +286,12 @@ def check_isolation(role: str, inputs: BaseModel) -> None:
 
 
 def render(role: str, variant: str, inputs: BaseModel) -> tuple[tuple[str, str], ...]:
-    """The messages of one call: ``(("system", ...), ("user", ...))``, built only from
+    """The messages of one call: ``(("system", ...), ("user", ...))`` (a multi-turn variant
+    goes on with its later turns, in order), built only from
     ``inputs``. Deterministic: the same inputs give the same bytes."""
     check_isolation(role, inputs)
-    system, user = _templates(get_role(role), variant)
     context = {name: getattr(inputs, name) for name in type(inputs).model_fields}
-    return (
-        ("system", render_template(system, context)),
-        ("user", render_template(user, context)),
+    return tuple(
+        (message_role(name), render_template(name, context))
+        for name in _templates(get_role(role), variant)
     )

@@ -19,6 +19,7 @@ InputKind = Literal[
     "reference_solution",
     "grading_guidelines",
     "anonymised_proofs",
+    "pooled_proofs",
     "grader_judgments",
     "marking_scheme",
     "generator_reasoning",

@@ -2,6 +2,11 @@
 
 Sees the problem statement only. Its reasoning (kind ``generator_reasoning``) is recorded but
 reaches no other role; what other roles see is :attr:`Output.proof`.
+
+Its self-improvement turn (policy key ``generator:improve``, Huang & Yang's second turn) is
+the same conversation continued: the generator's system and user messages, its own answer as
+the assistant turn (the proof it wrote, as other roles see it), then one fixed user message
+asking it to check and improve that solution. Same output contract.
 """
 
 from __future__ import annotations
@@ -11,17 +16,31 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from solver.roles.base import Kind, RoleInputs, RoleOutput
-from solver.roles.proof import claimed_status, extract_proof
+from solver.roles.proof import parse_proof_output
 
 NAME = "generator"
 VARIANTS: tuple[str, ...] = ("direct", "explore-cases", "invariant-first")
-TEMPLATES: dict[str, tuple[str, str]] = {
+TEMPLATES: dict[str, tuple[str, ...]] = {
     variant: (f"generator/{variant}.system.j2", "generator/user.j2") for variant in VARIANTS
+}
+IMPROVE = "generator:improve"
+# One variant per generator variant: the conversation goes on under the same system prompt.
+# Later turns are numbered in their names (docs/format.md, Re-rendering prompts).
+IMPROVE_TEMPLATES: dict[str, tuple[str, ...]] = {
+    variant: (*turns, "generator/improve.2.assistant.j2", "generator/improve.3.user.j2")
+    for variant, turns in TEMPLATES.items()
 }
 
 
 class Inputs(RoleInputs):
     problem_statement: Annotated[str, Kind("problem_statement"), Field(min_length=1)]
+
+
+class ImproveInputs(RoleInputs):
+    """The self-improvement turn: the problem and the generator's own first proof."""
+
+    problem_statement: Annotated[str, Kind("problem_statement"), Field(min_length=1)]
+    proof_text: Annotated[str, Kind("proof_text"), Field(min_length=1)]
 
 
 class Output(RoleOutput):
@@ -51,17 +70,5 @@ CONSERVATIVE = Output(
 
 
 def parse(text: str) -> Output:
-    """Never raises. Without a ``## Proof`` heading the visible text is taken as the proof and
-    ``parsed`` is False; with no visible text at all the result is :data:`CONSERVATIVE`."""
-    parts = extract_proof(text)
-    if not parts.body.strip():
-        return CONSERVATIVE
-    return Output(
-        parsed=parts.followed_contract,
-        parse_note="" if parts.followed_contract else "no '## Proof' section",
-        proof=parts.proof,
-        body=parts.body,
-        final_answer=parts.final_answer,
-        self_assessment=parts.self_assessment,
-        claimed_status=claimed_status(parts.self_assessment),
-    )
+    """Never raises (see ``proof.parse_proof_output``)."""
+    return parse_proof_output(text, Output, CONSERVATIVE)

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
 
 from solver.roles.facts import ProofFacts
+
+_Out = TypeVar("_Out", bound=BaseModel)
 
 Section = Literal["proof", "final_answer", "self_assessment", "responses", "other"]
 
@@ -143,3 +147,25 @@ def claimed_status(self_assessment: str) -> Literal["complete", "partial", "unkn
     if match is None:
         return "unknown"
     return "complete" if match.group(1).lower() == "complete" else "partial"
+
+
+def parse_proof_output(text: str, output: type[_Out], conservative: _Out) -> _Out:
+    """The one reading of a proof-writing role's reply (generator, its self-improvement turn,
+    reviser, recombiner); never raises. Without a ``## Proof`` heading the visible text is
+    taken as the proof and ``parsed`` is False; with no visible text at all the result is
+    ``conservative``. ``responses`` is filled only where ``output`` has that field."""
+    parts = extract_proof(text)
+    if not parts.body.strip():
+        return conservative
+    fields: dict[str, Any] = {
+        "parsed": parts.followed_contract,
+        "parse_note": "" if parts.followed_contract else "no '## Proof' section",
+        "proof": parts.proof,
+        "body": parts.body,
+        "final_answer": parts.final_answer,
+        "self_assessment": parts.self_assessment,
+        "claimed_status": claimed_status(parts.self_assessment),
+    }
+    if "responses" in output.model_fields:
+        fields["responses"] = parts.responses
+    return output(**fields)

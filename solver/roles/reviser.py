@@ -4,6 +4,14 @@ Sees the problem, the parent proof text and the confirmed findings (quote, sever
 explanation; no verifier identity, no counts, no rejected findings). Output contract: the
 generator's sections (``## Proof``, ``## Final answer``, ``## Self-assessment``) plus
 ``## Response to findings`` saying, per finding, fixed or disputed and why.
+
+Its recombining variant (policy key ``reviser:recombine``) sees two to four of the best
+proofs of different lineages, each with its own confirmed findings (input kind
+``pooled_proofs``, one text per proof made by :func:`format_pool_entry`), and writes one new
+proof from them; same output contract, without the response to findings.
+
+Whatever the variant, the proof must stand alone: :func:`commentary` finds talk about the
+revision, which makes the output unusable.
 """
 
 from __future__ import annotations
@@ -16,18 +24,32 @@ from pydantic import Field
 
 from solver.roles import generator
 from solver.roles.base import Kind, RoleInputs
-from solver.roles.proof import claimed_status, extract_proof
+from solver.roles.proof import parse_proof_output
 from solver.roles.verifier import ProofFinding, finding_keys
 
 NAME = "reviser"
 VARIANTS: tuple[str, ...] = ("standard",)
-TEMPLATES: dict[str, tuple[str, str]] = {"standard": ("reviser/system.j2", "reviser/user.j2")}
+TEMPLATES: dict[str, tuple[str, ...]] = {"standard": ("reviser/system.j2", "reviser/user.j2")}
+RECOMBINE = "reviser:recombine"
+RECOMBINE_TEMPLATES: dict[str, tuple[str, ...]] = {
+    "standard": ("reviser/recombine.system.j2", "reviser/recombine.user.j2")
+}
+POOL_SIZES = (2, 4)  # a recombination sees at least two proofs and at most four
 
 
 class Inputs(RoleInputs):
     problem_statement: Annotated[str, Kind("problem_statement"), Field(min_length=1)]
     proof_text: Annotated[str, Kind("proof_text"), Field(min_length=1)]
     confirmed_findings: Annotated[str, Kind("confirmed_findings"), Field(min_length=1)]
+
+
+class RecombineInputs(RoleInputs):
+    problem_statement: Annotated[str, Kind("problem_statement"), Field(min_length=1)]
+    pooled_proofs: Annotated[
+        tuple[str, ...],
+        Kind("pooled_proofs"),
+        Field(min_length=POOL_SIZES[0], max_length=POOL_SIZES[1], strict=False),
+    ]
 
 
 class Output(generator.Output):
@@ -51,19 +73,7 @@ CONSERVATIVE = Output(
 def parse(text: str) -> Output:
     """Never raises. A reply without proof text is :data:`CONSERVATIVE` (the revision
     failed; the lineage keeps its parent)."""
-    parts = extract_proof(text)
-    if not parts.body.strip():
-        return CONSERVATIVE
-    return Output(
-        parsed=parts.followed_contract,
-        parse_note="" if parts.followed_contract else "no '## Proof' section",
-        proof=parts.proof,
-        body=parts.body,
-        final_answer=parts.final_answer,
-        self_assessment=parts.self_assessment,
-        responses=parts.responses,
-        claimed_status=claimed_status(parts.self_assessment),
-    )
+    return parse_proof_output(text, Output, CONSERVATIVE)
 
 
 _RANK = {"minor": 0, "major": 1, "critical": 2}
@@ -76,15 +86,21 @@ _COMMENTARY = re.compile(
     r"(?:C\d+\b|the\s+(?:findings?|issues?\s+raised|reviewers?))"
     r"|\b(?:reviewers?|verifiers?)\b"
     r"|\b(?:previous|earlier|original|prior)\s+(?:version|proof|draft|attempt)\b"
-    r"|\bthis\s+revision\b|\brevised\s+(?:proof|version|argument)\b",
+    r"|\bthis\s+revision\b|\brevised\s+(?:proof|version|argument)\b"
+    # the self-improvement turn and the recombiner talk about their sources this way
+    r"|\b(?:my|our)\s+(?:first|earlier|previous|original)\s+(?:answer|solution|attempt|proof)\b"
+    r"|\b(?:earlier|previous)\s+(?:answer|solution)\b"
+    r"|\b(?:[Cc]andidates?|[Aa]ttempts?)\s+(?-i:[A-D])\b|\b(?:proofs?|candidates?)\s+(?:shown\s+)?above\b"
+    r"|\b(?:the|these)\s+(?:given|pooled|other)\s+(?:proofs|candidates)\b",
     re.IGNORECASE,
 )
 
 
 def commentary(proof: str) -> str | None:
-    """The first passage of ``proof`` that talks about the revision (findings, reviewers,
-    earlier versions), or None when the proof stands alone. A revision with such a passage
-    is unusable (recorded as giving no proof), so no verifier or selector is shown it."""
+    """The first passage of ``proof`` (the text other roles see: proof and final answer)
+    that talks about the revision (findings, reviewers, earlier versions or answers, the
+    candidates a recombination was shown), or None when the proof stands alone. Such an
+    output is unusable (recorded as giving no proof), so no verifier or selector sees it."""
     match = _COMMENTARY.search(proof)
     return match.group(0) if match else None
 
@@ -120,3 +136,10 @@ def format_findings(findings: Sequence[ProofFinding]) -> str:
         for number, finding in enumerate(merge_duplicates(findings), start=1)
     ]
     return "\n\n".join(blocks)
+
+
+def format_pool_entry(proof_text: str, findings: str) -> str:
+    """One proof of a recombination's pool as the recombiner is shown it: the proof, then its
+    confirmed findings (``format_findings``), or a line saying none were confirmed."""
+    shown = findings.strip() or "(no finding was confirmed)"
+    return f"{proof_text.strip()}\n\n### Confirmed findings on this proof\n\n{shown}"

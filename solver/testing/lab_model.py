@@ -10,6 +10,13 @@ states in its real output contract (the formats ``solver.roles`` parses):
 - reviewer: confirms real findings and rejects false ones with given accuracies;
 - reviser: fixes each confirmed real flaw with some probability, may add a new flaw, and may
   also fix an unconfirmed one by rewriting;
+- generator, second turn (self-improvement: its own proof in the conversation): fixes each
+  flaw of its proof with a share of the reviser's rate (it has no confirmed findings to go
+  on) and may add a flaw as any rewrite may;
+- recombiner (a reviser shown 2-4 proofs with their confirmed findings): revises the proof
+  with the fewest confirmed findings, may repair a remaining flaw with an idea from each other
+  proof, and may carry over a flaw of another proof (the assumptions are documented in
+  docs/bench-policy.md, with ranges);
 - grader: the true score with noise; selector: the best true score with some accuracy.
 
 Draws come from a hash of (seed, role, request body, how many identical bodies came before), so a
@@ -61,10 +68,19 @@ class RoleParams:
     revise_collateral_fix: float = 0.2  # an unconfirmed flaw fixed by the rewrite
     grader_noise: float = 0.3  # probability the grade is off by one
     selector_accuracy: float = 0.7
+    # The generator's self-improvement turn fixes a flaw with this share of the problem's fix
+    # rate (0: no intrinsic self-correction; range 0 to 0.6).
+    self_fix_factor: float = 0.3
+    # A recombination: each other proof shown repairs a remaining flaw of the base with this
+    # chance (range 0 to 0.3), and each flaw of another proof is carried over with this one
+    # (range 0 to 0.3).
+    recombine_borrow: float = 0.15
+    recombine_inherit: float = 0.1
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
             "reviser": (24_000, 0.6),
+            "recombiner": (24_000, 0.6),
             "verifier": (12_000, 0.5),
             "reviewer": (6_000, 0.5),
             "grader": (6_000, 0.4),
@@ -173,8 +189,9 @@ class LabModel:
     def prompt_tokens(self, request: RecordedRequest) -> int:
         """The prompt's size as the GPU sees it: the text, with each carried proof at its
         simulated length rather than the few lines that stand for it here."""
-        text = request.system_text + request.user_text
-        extra = sum(max(p.tokens - 60, 0) for p in self.proofs_in(request.user_text))
+        carried = request.user_text + request.text_of_role("assistant")
+        text = request.system_text + carried
+        extra = sum(max(p.tokens - 60, 0) for p in self.proofs_in(carried))
         return len(text) // 4 + extra
 
     def __call__(self, request: RecordedRequest) -> Reply:
@@ -183,6 +200,7 @@ class LabModel:
         answer = {
             "generator": self._generate,
             "reviser": self._revise,
+            "recombiner": self._recombine,
             "verifier": self._verify,
             "reviewer": self._review,
             "grader": self._grade,
@@ -245,7 +263,45 @@ class LabModel:
         )
 
     def _generate(self, request: RecordedRequest, draws: _Draws) -> str:
+        own = self.proofs_in(request.text_of_role("assistant"))
+        if own:
+            return self._improve(own[0], draws)
         return self._proof_text(self._new_proof(draws, self._fresh_flaws(draws)))
+
+    def _improve(self, first: ProofState, draws: _Draws) -> str:
+        """The self-improvement turn: the generator checks its own proof, with no findings."""
+        rate = self.problem.fix * self.roles.self_fix_factor
+        kept = [flaw for flaw in first.flaws if not draws.chance(rate)]
+        if draws.chance(self.roles.revise_new_flaw):
+            kept.append(self._flaw(draws, "major"))
+        return self._proof_text(self._new_proof(draws, tuple(kept)))
+
+    def _recombine(self, request: RecordedRequest, draws: _Draws) -> str:
+        """A new proof from 2-4 shown ones: the one with the fewest confirmed findings is
+        revised; each other shown proof may lend the idea that repairs a remaining flaw
+        (``recombine_borrow``) and may pass on one of its own (``recombine_inherit``)."""
+        shown: list[tuple[ProofState, str]] = []
+        for block in request.user_text.split("\n## Attempt ")[1:]:
+            found = self.proofs_in(block)
+            if found:
+                shown.append((found[0], block.split("### Confirmed findings", 1)[-1]))
+        if not shown:
+            return self._proof_text(self._new_proof(draws, self._fresh_flaws(draws)))
+        base, findings = min(shown, key=lambda item: item[1].count("### Finding C"))
+        others = [state for state, _ in shown if state is not base]
+        kept: list[Flaw] = []
+        for flaw in base.flaws:
+            confirmed = f"Step {flaw.key}:" in findings
+            if draws.chance(self.problem.fix if confirmed else self.roles.revise_collateral_fix):
+                continue
+            if any(draws.chance(self.roles.recombine_borrow) for _ in others):
+                continue
+            kept.append(flaw)
+        for other in others:
+            kept += [f for f in other.flaws if draws.chance(self.roles.recombine_inherit)]
+        if draws.chance(self.roles.revise_new_flaw):
+            kept.append(self._flaw(draws, "major"))
+        return self._proof_text(self._new_proof(draws, tuple(kept)))
 
     def _revise(self, request: RecordedRequest, draws: _Draws) -> str:
         found = self.proofs_in(request.user_text)

@@ -19,6 +19,8 @@ def role_of(request: RecordedRequest) -> str:
         return "rubric_writer"
     if "revising a proof" in system:
         return "reviser"
+    if "several attempted proofs" in system:
+        return "recombiner"
     if "writing a solution to an olympiad problem" in system:
         return "generator"
     if "find every error and every gap" in system:

@@ -56,6 +56,10 @@ def sample_inputs(key: str) -> pydantic.BaseModel:
         "selector": selector.Inputs(
             problem_statement=PROBLEM, anonymised_proofs=("FIRST-PROOF", "SECOND-PROOF")
         ),
+        "generator:improve": generator.ImproveInputs(problem_statement=PROBLEM, proof_text=PROOF),
+        "reviser:recombine": reviser.RecombineInputs(
+            problem_statement=PROBLEM, pooled_proofs=("POOLED-ONE", "POOLED-TWO", "POOLED-THREE")
+        ),
     }
     return samples[key]
 
@@ -78,6 +82,8 @@ def test_the_six_roles_and_the_grader_modes() -> None:
         "grader:rejudge",
         "grader:reconcile",
         "rubric_writer",
+        "generator:improve",
+        "reviser:recombine",
     }
     assert roles.get_role("generator").variants == ("direct", "explore-cases", "invariant-first")
     assert len(roles.get_role("verifier").variants) >= 2
@@ -89,10 +95,12 @@ def test_the_six_roles_and_the_grader_modes() -> None:
 def test_every_variant_renders_a_system_and_a_user_message(key: str, variant: str) -> None:
     inputs = sample_inputs(key)
     messages = roles.render(key, variant, inputs)
-    assert [role for role, _ in messages] == ["system", "user"]
-    system, user = (content for _, content in messages)
-    assert system.strip() and user.strip()
-    assert PROBLEM in user
+    turns = ["system", "user", "assistant", "user"] if key == "generator:improve" else None
+    assert [role for role, _ in messages] == (turns or ["system", "user"])
+    system = messages[0][1]
+    user = "".join(content for _, content in messages[1:])
+    assert system.strip() and all(content.strip() for _, content in messages)
+    assert PROBLEM in messages[1][1]
     # every input value reaches the user message, verbatim
     for name in type(inputs).model_fields:
         value = getattr(inputs, name)
@@ -113,14 +121,15 @@ def test_rendering_is_deterministic(key: str, variant: str) -> None:
 def test_a_missing_input_raises(key: str, variant: str) -> None:
     """StrictUndefined: rendering a template without one of its inputs is an error."""
     spec = roles.get_role(key)
-    _system, user = spec.templates[variant]
+    turns = spec.templates[variant][1:]
     inputs = sample_inputs(key)
     context = {name: getattr(inputs, name) for name in type(inputs).model_fields}
     required = [n for n, f in type(inputs).model_fields.items() if f.is_required()]
     for name in required:
         partial = {k: v for k, v in context.items() if k != name}
         with pytest.raises(jinja2.UndefinedError):
-            render_template(user, partial)
+            for turn in turns:
+                render_template(turn, partial)
 
 
 def test_variants_differ_and_use_no_problem_specific_text() -> None:
