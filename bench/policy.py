@@ -112,6 +112,15 @@ POLICIES: tuple[Policy, ...] = (
         {"acceptance.restart_from_pool": True, "acceptance.recombine": 3},
     ),
     Policy(
+        "all",
+        "defaults + self_improve + restart_from_pool + recombine = 3",
+        {
+            "acceptance.self_improve": True,
+            "acceptance.restart_from_pool": True,
+            "acceptance.recombine": 3,
+        },
+    ),
+    Policy(
         "hy",
         "lyang36/IMO25 code/agent.py",
         {
@@ -158,6 +167,7 @@ class Session:
     audit_ok: bool | None
     decisions: list[tuple[str, str, int]] = field(default_factory=list)
     left: str = ""
+    by_role: dict[str, int] = field(default_factory=dict)  # calls per lab role
 
 
 def problem_file(root: Path, params: ProblemParams) -> Path:
@@ -403,7 +413,19 @@ def summarise(
         audit_ok=ok,
         decisions=decisions,
         left=state.budget_exhausted or _phase_reason(run_dir),
+        by_role=_calls_by_call_role(state),
     )
+
+
+def _calls_by_call_role(state: RunState) -> dict[str, int]:
+    """Calls per policy key (a restart from the pool is a reviser call named ``.v0.revise``)."""
+    counts: dict[str, int] = {}
+    for call in state.calls.values():
+        key = call.role
+        if key == "reviser" and call.call_id.endswith(".v0.revise"):
+            key = "reviser:pool"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _phase_reason(run_dir: Path) -> str:

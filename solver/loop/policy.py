@@ -260,15 +260,15 @@ def _new_lineage_call(
     state: RunState, index: int, cfg: PolicyConfig, seeded: set[frozenset[tuple[str, int]]]
 ) -> CallPlanned:
     """The first call of lineage ``index``. The first ``candidates`` lineages start from
-    scratch; each restart after them takes the next of the kinds the settings turn on, in
-    turn (from scratch, from the pool's best, a recombination), and starts from scratch when
-    that kind has nothing new to start from."""
+    scratch; the restarts after them take turns among the kinds the settings turn on (from
+    the pool's best, a recombination) and from scratch, in that order, and start from scratch
+    when their kind has nothing new to start from."""
     name = f"L{index}"
-    kinds = ["scratch"]
-    if cfg.restart_from_pool:
-        kinds.append("pool")
-    if cfg.recombine >= 2:
-        kinds.append("recombine")
+    kinds = [
+        *(["pool"] if cfg.restart_from_pool else []),
+        *(["recombine"] if cfg.recombine >= 2 else []),
+        "scratch",
+    ]
     kind = kinds[(index - cfg.candidates) % len(kinds)] if index >= cfg.candidates else "scratch"
     if kind == "pool":
         for version in _pool(state, cfg, abandoned_only=True):
