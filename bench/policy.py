@@ -104,7 +104,9 @@ POLICIES: tuple[Policy, ...] = (
     Policy("before", "solver.config defaults before issue 19", BEFORE),
     # Issue 19 points 1, 8 and 10, each on top of today's defaults, then together.
     Policy("self", "defaults + acceptance.self_improve", {"acceptance.self_improve": True}),
-    Policy("pool", "defaults + acceptance.restart_from_pool", {"acceptance.restart_from_pool": True}),
+    Policy(
+        "pool", "defaults + acceptance.restart_from_pool", {"acceptance.restart_from_pool": True}
+    ),
     Policy("recomb", "defaults + acceptance.recombine = 3", {"acceptance.recombine": 3}),
     Policy(
         "restarts",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 
@@ -158,14 +159,20 @@ def render_from_page(run: Path, built: dict[str, object]) -> bytes:
     )
     env.filters["proof_label"] = page_label
     mains = [name for name in used if not name.rsplit("/", 1)[-1].startswith("_")]
-    (system,) = [name for name in mains if name.endswith("system.j2")]
-    (user,) = [name for name in mains if name.endswith("user.j2")]
+    later = sorted(
+        (int(m.group(1)), m.group(2), name)
+        for name in mains
+        if (m := re.search(r"\.(\d+)\.(assistant|user)\.j2$", name))
+    )
+    first = [name for name in mains if not re.search(r"\.\d+\.(assistant|user)\.j2$", name)]
+    (system,) = [name for name in first if name.endswith("system.j2")]
+    (user,) = [name for name in first if name.endswith("user.j2")]
+    turns = [("system", system), ("user", user), *((role, name) for _, role, name in later)]
     inputs_link = built["inputs"]
     assert isinstance(inputs_link, dict)
     context = json.loads(read_blob(run, inputs_link["blob"]))
     messages = [
-        [role, env.get_template(name).render(context).strip("\n") + "\n"]
-        for role, name in (("system", system), ("user", user))
+        [role, env.get_template(name).render(context).strip("\n") + "\n"] for role, name in turns
     ]
     return canonical(messages)
 
