@@ -581,6 +581,10 @@ SWEEP: dict[str, tuple[str, tuple[float, ...]]] = {
     "detect": ("problems", (0.8, 1.2)),  # a factor on every problem's detectability
     "fix": ("problems", (0.6, 1.4)),  # a factor on every problem's fix rate
     "decode_tok_s": ("gpu", (30.0, 90.0)),
+    # the self-improvement turn and recombination (docs/bench-policy.md, "Restarts and turns")
+    "self_fix_factor": ("roles", (0.0, 0.6)),
+    "recombine_borrow": ("roles", (0.0, 0.3)),
+    "recombine_inherit": ("roles", (0.0, 0.3)),
 }
 
 
