@@ -17,11 +17,14 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import multiprocessing
+import os
 import random
 import shutil
 import sys
 import tempfile
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +47,7 @@ from solver.llm import (
     encode_request,
 )
 from solver.llm.codec import PATHS
-from solver.loop.state import RunState
+from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
 from solver.run import Seams, read_state, start_run
 from solver.store import RunReader
@@ -53,6 +56,7 @@ from solver.testing import (
     GpuModel,
     LabModel,
     ProblemParams,
+    ProofState,
     RecordedRequest,
     RoleParams,
     ScriptedClient,
@@ -62,12 +66,24 @@ from solver.testing.fake_endpoint import Reply
 
 # Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters").
 PROBLEMS: tuple[ProblemParams, ...] = (
-    ProblemParams("P1", p_correct=0.45, p_critical=0.3, detect=0.75, p_hidden=0.02, fix=0.6),
-    ProblemParams("P2", p_correct=0.25, p_critical=0.4, detect=0.7, p_hidden=0.05, fix=0.5),
-    ProblemParams("P3", p_correct=0.04, p_critical=0.7, detect=0.6, p_hidden=0.15, fix=0.25),
-    ProblemParams("P4", p_correct=0.35, p_critical=0.35, detect=0.75, p_hidden=0.03, fix=0.55),
-    ProblemParams("P5", p_correct=0.15, p_critical=0.5, detect=0.65, p_hidden=0.08, fix=0.4),
-    ProblemParams("P6", p_correct=0.02, p_critical=0.8, detect=0.5, p_hidden=0.3, fix=0.2),
+    ProblemParams(
+        "P1", p_correct=0.45, p_critical=0.3, detect=0.75, p_hidden=0.02, fix=0.6, p_wrong=0.15
+    ),
+    ProblemParams(
+        "P2", p_correct=0.25, p_critical=0.4, detect=0.7, p_hidden=0.05, fix=0.5, p_wrong=0.25
+    ),
+    ProblemParams(
+        "P3", p_correct=0.04, p_critical=0.7, detect=0.6, p_hidden=0.15, fix=0.25, p_wrong=0.5
+    ),
+    ProblemParams(
+        "P4", p_correct=0.35, p_critical=0.35, detect=0.75, p_hidden=0.03, fix=0.55, p_wrong=0.2
+    ),
+    ProblemParams(
+        "P5", p_correct=0.15, p_critical=0.5, detect=0.65, p_hidden=0.08, fix=0.4, p_wrong=0.35
+    ),
+    ProblemParams(
+        "P6", p_correct=0.02, p_critical=0.8, detect=0.5, p_hidden=0.3, fix=0.2, p_wrong=0.6
+    ),
 )
 
 # Runs are real runs (journal, blobs, fsync each record); on tmpfs the fsyncs cost nothing, so
@@ -82,6 +98,7 @@ class Policy:
     name: str
     source: str
     flags: dict[str, Any]
+    baseline: bool = False  # the sweep compares every other policy against each baseline
 
 
 # Baselines as configurations of the same loop. Each flag's source is cited; what the loop
@@ -101,7 +118,7 @@ BEFORE = {
 
 POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
-    Policy("before", "solver.config defaults before issue 19", BEFORE),
+    Policy("before", "solver.config defaults before issue 19", BEFORE, baseline=True),
     # Issue 19 points 1, 8 and 10, each on top of today's defaults, then together.
     Policy("self", "defaults + acceptance.self_improve", {"acceptance.self_improve": True}),
     Policy(
@@ -134,6 +151,7 @@ POLICIES: tuple[Policy, ...] = (
             "acceptance.accepted_needed": 1,  # agent.py:643-648 stops at the first success
             "concurrency": 50,  # every agent's verification in flight at once
         },
+        baseline=True,
     ),
     Policy(
         "dsm",
@@ -147,6 +165,7 @@ POLICIES: tuple[Policy, ...] = (
             "acceptance.max_lineages": 64,
             "concurrency": 256,  # main.py:37 320 verification processes
         },
+        baseline=True,
     ),
 )
 
@@ -170,6 +189,15 @@ class Session:
     decisions: list[tuple[str, str, int]] = field(default_factory=list)
     left: str = ""
     by_role: dict[str, int] = field(default_factory=dict)  # calls per lab role
+    # why each false accept got through (false_accept_cause): hidden, missed, overturned
+    false_causes: dict[str, int] = field(default_factory=dict)
+    false_wrong: int = 0  # false accepts on a wrong approach
+    false_revised: int = 0  # false accepts of a revision (not a fresh proof)
+    accepted_revised: int = 0
+    # the solve phase ended with budget left, short of the accepted proofs it wanted
+    stopped_early: bool = False
+    abandoned: int = 0
+    abandoned_fixable: int = 0  # abandoned lineages whose proof was not on a wrong approach
 
 
 def problem_file(root: Path, params: ProblemParams) -> Path:
@@ -380,13 +408,25 @@ def summarise(
     if state.selected is not None:
         chosen = _proof_state(run_dir, state, lab, *state.selected)
         score = chosen.score if chosen is not None else 0
-    accepted = false_accepts = 0
+    accepted = false_accepts = false_wrong = false_revised = accepted_revised = 0
+    abandoned = abandoned_fixable = 0
+    causes: dict[str, int] = {}
     for lineage in state.lineages.values():
         if lineage.accepted_version is not None:
             accepted += 1
-            proof = _proof_state(run_dir, state, lab, lineage.lineage, lineage.accepted_version)
+            version = lineage.accepted_version
+            accepted_revised += version > 0
+            proof = _proof_state(run_dir, state, lab, lineage.lineage, version)
             if proof is not None and not proof.correct:
                 false_accepts += 1
+                false_wrong += proof.wrong_approach
+                false_revised += version > 0
+                cause = false_accept_cause(state, lineage.lineage, version, proof)
+                causes[cause] = causes.get(cause, 0) + 1
+        elif lineage.abandoned and lineage.latest is not None:
+            abandoned += 1
+            proof = _proof_state(run_dir, state, lab, lineage.lineage, lineage.latest.version)
+            abandoned_fixable += proof is not None and not proof.wrong_approach
     decisions = []
     for rec in RunReader(run_dir).records():
         if rec.type == "decision":
@@ -398,6 +438,7 @@ def summarise(
     if audit:
         report = audit_run(run_dir)
         ok = report.ok and {"isolation", "prompts", "network"} <= {c.name for c in report.checks}
+    reason = _phase_reason(run_dir)
     return Session(
         policy=policy.name,
         problem=params.name,
@@ -414,8 +455,15 @@ def summarise(
         calls=sum(lab.calls_by_role.values()),
         audit_ok=ok,
         decisions=decisions,
-        left=state.budget_exhausted or _phase_reason(run_dir),
+        left=state.budget_exhausted or reason,
         by_role=_calls_by_call_role(state),
+        false_causes=causes,
+        false_wrong=false_wrong,
+        false_revised=false_revised,
+        accepted_revised=accepted_revised,
+        stopped_early=not state.budget_exhausted and not reason.endswith("candidates accepted"),
+        abandoned=abandoned,
+        abandoned_fixable=abandoned_fixable,
     )
 
 
@@ -428,6 +476,19 @@ def _calls_by_call_role(state: RunState) -> dict[str, int]:
             key = "reviser:pool"
         counts[key] = counts.get(key, 0) + 1
     return counts
+
+
+def false_accept_cause(state: RunState, lineage: str, version: int, proof: ProofState) -> str:
+    """Why a flawed proof was accepted: ``overturned`` (a verifier reported one of its real
+    flaws and the reviewer rejected the finding), ``missed`` (a flaw verifiers can see was
+    never reported by any of its verifications), or ``hidden`` (no verifier can see any of its
+    flaws)."""
+    marks = [f"Step {flaw.key}:" for flaw in proof.flaws]
+    for call in verification_calls(state, lineage, version):
+        for finding in findings_of(call):
+            if any(mark in finding.location for mark in marks):
+                return "overturned"
+    return "hidden" if proof.hidden else "missed"
 
 
 def _phase_reason(run_dir: Path) -> str:
@@ -521,7 +582,74 @@ def ends(sessions: list[Session]) -> str:
     return "\n".join(f"  {p:<8} {n:4d}  {why}" for (p, why), n in sorted(counts.items()))
 
 
+def false_accepts(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    """Where the false accepts come from: by cause and by problem."""
+    names = [p.name for p in PROBLEMS]
+    head = (
+        f"{'policy':<9}{'false/acc':>10}{'hidden':>8}{'missed':>8}{'overturn':>9}{'wrong':>7}"
+        f"{'revised':>9}  " + " ".join(f"{n:>5}" for n in names) + "  (false / accepted)"
+    )
+    lines = [head]
+    for policy in policies:
+        mine = [s for s in sessions if s.policy == policy.name]
+        if not mine:
+            continue
+        causes: dict[str, int] = {}
+        for s in mine:
+            for cause, n in s.false_causes.items():
+                causes[cause] = causes.get(cause, 0) + n
+        false = sum(s.false_accepts for s in mine)
+        accepted = sum(s.accepted for s in mine)
+        revised = f"{sum(s.false_revised for s in mine)}/{sum(s.accepted_revised for s in mine)}"
+        cells = []
+        for name in names:
+            here = [s for s in mine if s.problem == name]
+            cells.append(
+                f"{sum(s.false_accepts for s in here)}/{sum(s.accepted for s in here)}"
+                if here
+                else "-"
+            )
+        lines.append(
+            f"{policy.name:<9}{f'{false}/{accepted}':>10}{causes.get('hidden', 0):>8}"
+            f"{causes.get('missed', 0):>8}{causes.get('overturned', 0):>9}"
+            f"{sum(s.false_wrong for s in mine):>7}{revised:>9}  "
+            + " ".join(f"{c:>5}" for c in cells)
+        )
+    return "\n".join(lines)
+
+
+def stop_check(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    """Issue 19's target: no run ends its search with budget left while a lineage could go on.
+    In the lab a fresh lineage can always go on, so a run that left the solve phase with budget
+    left and fewer accepted proofs than it wanted fails the target. Abandoned lineages whose
+    proof was not on a wrong approach are shown too: they are where "stuck" misfired."""
+    lines = []
+    for policy in policies:
+        mine = [s for s in sessions if s.policy == policy.name]
+        if not mine:
+            continue
+        early = sum(s.stopped_early for s in mine)
+        abandoned = sum(s.abandoned for s in mine)
+        fixable = sum(s.abandoned_fixable for s in mine)
+        lines.append(
+            f"  {policy.name:<8} {early:4d} of {len(mine)} runs stopped with budget left while "
+            f"a lineage could go on; abandoned lineages {abandoned}, of which not on a wrong "
+            f"approach {fixable}"
+        )
+    return "\n".join(lines)
+
+
 # ---------------------------------------------------------------- main
+
+
+_Task = tuple[str, Policy, ProblemParams, RoleParams, GpuModel, int, int, bool]
+
+
+def _run_task(task: _Task) -> Session:
+    scratch, policy, params, roles, gpu, seed, budget, audit = task
+    root = Path(scratch) / str(os.getpid())  # one problem file and runs folder per worker
+    root.mkdir(exist_ok=True)
+    return run_session(root, policy, params, roles, gpu, seed, budget, audit=audit)
 
 
 def run_all(
@@ -533,18 +661,31 @@ def run_all(
     *,
     audit_every: int,
     problems: tuple[ProblemParams, ...] = PROBLEMS,
+    jobs: int = 1,
 ) -> list[Session]:
-    out: list[Session] = []
+    """Every session of every policy and problem, in that order; ``jobs`` worker processes
+    (each session is a pure function of its seed, so the results do not depend on them)."""
     with tempfile.TemporaryDirectory(prefix="policy-lab-", dir=SCRATCH) as tmp:
-        root = Path(tmp)
-        for policy in policies:
-            for params in problems:
-                for seed in range(sessions):
-                    audit = audit_every > 0 and seed % audit_every == 0
-                    out.append(
-                        run_session(root, policy, params, roles, gpu, seed, budget, audit=audit)
-                    )
-    return out
+        tasks: list[_Task] = [
+            (
+                tmp,
+                policy,
+                params,
+                roles,
+                gpu,
+                seed,
+                budget,
+                audit_every > 0 and seed % audit_every == 0,
+            )
+            for policy in policies
+            for params in problems
+            for seed in range(sessions)
+        ]
+        if jobs <= 1:
+            return [_run_task(task) for task in tasks]
+        context = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(jobs, mp_context=context) as pool:
+            return list(pool.map(_run_task, tasks, chunksize=2))
 
 
 def check_http(
@@ -573,14 +714,21 @@ def check_http(
     )
 
 
-# The uncertain parameters at the ends of their ranges (the main table is the centre).
-SWEEP: dict[str, tuple[str, tuple[float, ...]]] = {
+# The uncertain parameters of docs/bench-policy.md at the ends of their ranges (the main table
+# is the centre). "factor" scales every problem's value (or every role's median length).
+SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
+    # the least known first, so a sweep cut short has measured them
+    "p_wrong": ("problems", (0.5, 1.5)),
+    "p_hidden": ("problems", (0.5, 1.67)),  # P6: 0.15 to 0.5
+    "fix": ("problems", (0.6, 1.4)),
     "false_alarm": ("roles", (0.05, 0.25)),
+    "review_confirm_real": ("roles", (0.75, 0.97)),
     "review_reject_false": ("roles", (0.6, 0.95)),
+    "detect": ("problems", (0.8, 1.2)),
     "no_verdict": ("roles", (0.0, 0.1)),
-    "detect": ("problems", (0.8, 1.2)),  # a factor on every problem's detectability
-    "fix": ("problems", (0.6, 1.4)),  # a factor on every problem's fix rate
+    "lengths": ("lengths", (0.7, 1.5)),
     "decode_tok_s": ("gpu", (30.0, 90.0)),
+    "saturation": ("gpu", (8.0, 64.0)),
     # the self-improvement turn and recombination (docs/bench-policy.md, "Restarts and turns")
     "self_fix_factor": ("roles", (0.0, 0.6)),
     "recombine_borrow": ("roles", (0.0, 0.3)),
@@ -588,45 +736,136 @@ SWEEP: dict[str, tuple[str, tuple[float, ...]]] = {
 }
 
 
+def swept(
+    name: str, value: float, problems: tuple[ProblemParams, ...]
+) -> tuple[RoleParams, GpuModel, tuple[ProblemParams, ...]]:
+    """The lab's parameters with one of them moved to ``value`` (``centre``: none)."""
+    where = SWEEP[name][0] if name in SWEEP else ""
+    roles, gpu = RoleParams(), GpuModel()
+    if not where:
+        return roles, gpu, problems
+    if where == "roles":
+        changed: dict[str, Any] = {name: value}
+        roles = replace(roles, **changed)
+    elif where == "lengths":
+        lengths = {role: (int(m * value), sd) for role, (m, sd) in roles.lengths.items()}
+        roles = replace(roles, lengths=lengths)
+    elif where == "gpu":
+        gpu = replace(gpu, **{name: value})
+    else:
+        problems = tuple(replace(p, **{name: min(getattr(p, name) * value, 1.0)}) for p in problems)
+    return roles, gpu, problems
+
+
+def difference(
+    a: dict[str, list[int]], b: dict[str, list[int]], draws: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean total of ``a`` minus that of ``b`` over the problems, with a 95% bootstrap
+    interval (sessions resampled within each problem, each policy on its own)."""
+    rng = random.Random(seed)
+    mean = sum(sum(a[k]) / len(a[k]) - sum(b[k]) / len(b[k]) for k in a)
+    totals = sorted(
+        sum(
+            sum(rng.choice(a[k]) for _ in a[k]) / len(a[k])
+            - sum(rng.choice(b[k]) for _ in b[k]) / len(b[k])
+            for k in a
+        )
+        for _ in range(draws)
+    )
+    return mean, totals[int(0.025 * draws)], totals[int(0.975 * draws) - 1]
+
+
+def _strict_by_problem(sessions: list[Session], policy: str) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for s in sessions:
+        if s.policy == policy:
+            out.setdefault(s.problem, []).append(s.strict)
+    return out
+
+
 def sweep(
-    policies: tuple[Policy, ...], sessions: int, budget: int, only: tuple[str, ...] = ()
-) -> str:
-    lines = [f"{'parameter':<20}{'value':>8}  " + "".join(f"{p.name:>10}" for p in policies)]
-    for name, (where, values) in SWEEP.items():
-        if only and name not in only:
-            continue
-        for value in values:
-            roles, gpu, problems = RoleParams(), GpuModel(), PROBLEMS
-            if where == "roles":
-                changed: dict[str, Any] = {name: value}
-                roles = replace(roles, **changed)
-            elif where == "gpu":
-                gpu = replace(gpu, **{name: value})
-            else:
-                problems = tuple(
-                    replace(p, **{name: min(getattr(p, name) * value, 1.0)}) for p in PROBLEMS
-                )
-            got = run_all(policies, sessions, budget, roles, gpu, audit_every=0, problems=problems)
-            cells = []
-            for policy in policies:
-                mine = [s for s in got if s.policy == policy.name]
-                cells.append(f"{sum(s.strict for s in mine) / len(mine) * len(problems):10.1f}")
-            lines.append(f"{name:<20}{value:>8g}  " + "".join(cells))
-    return "\n".join(lines)
+    policies: tuple[Policy, ...],
+    sessions: int,
+    budget: int,
+    only: tuple[str, ...] = (),
+    problems: tuple[ProblemParams, ...] = PROBLEMS,
+    jobs: int = 1,
+    out: Callable[[str], None] = print,
+) -> None:
+    """Each uncertain parameter at both ends of its range, the others central: every policy's
+    strict score, then every other policy against each baseline (the difference and its 95%
+    interval; ``win``/``LOSS`` when the interval excludes 0, ``~`` otherwise)."""
+    baselines = [p for p in policies if p.baseline]
+    others = [p for p in policies if not p.baseline]
+    pairs = [(o, b) for o in others for b in baselines]
+    top = 7 * len(problems)
+    out(
+        f"{'parameter':<20}{'value':>7} "
+        + "".join(f"{p.name:>8}" for p in policies)
+        + "  "
+        + "".join(f"{f'{o.name}-{b.name}':>24}" for o, b in pairs)
+    )
+    tally = {(o.name, b.name): [0, 0, 0] for o, b in pairs}  # wins, ties, losses
+    below = {(o.name, b.name): 0 for o, b in pairs}  # point estimate below the baseline
+    cells_wanted = [("centre", 0.0)] + [
+        (name, value)
+        for name, (_, values) in SWEEP.items()
+        if not only or name in only
+        for value in values
+    ]
+    for name, value in cells_wanted:
+        roles, gpu, cell = swept(name, value, problems)
+        got = run_all(
+            policies, sessions, budget, roles, gpu, audit_every=0, problems=cell, jobs=jobs
+        )
+        scores = [_strict_by_problem(got, p.name) for p in policies]
+        means = [sum(sum(v) / len(v) for v in by.values()) for by in scores]
+        cells = []
+        for o, b in pairs:
+            mean, low, high = difference(
+                _strict_by_problem(got, o.name), _strict_by_problem(got, b.name)
+            )
+            mark = "win" if low > 0 else "LOSS" if high < 0 else "~"
+            tally[(o.name, b.name)][("win", "~", "LOSS").index(mark)] += 1
+            below[(o.name, b.name)] += mean < 0
+            cells.append(f"{f'{mean:+5.1f} [{low:+5.1f},{high:+5.1f}] {mark}':>24}")
+        out(f"{name:<20}{value:>7g} " + "".join(f"{m:8.1f}" for m in means) + "  " + "".join(cells))
+    out(f"strict out of {top}; per pair over the cells: wins / ties / losses (mean below)")
+    for (o, b), (won, tied, lost) in tally.items():
+        out(f"  {o} against {b}: {won} / {tied} / {lost} ({below[(o, b)]})")
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 sessions per problem, small budget")
+    parser.add_argument("--quick", action="store_true", help="2 sessions per problem, small budget")
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--budget", type=int, default=4_000_000, help="GPU tokens per problem")
     parser.add_argument("--policies", default="", help="comma-separated subset")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config flag on top of each chosen policy (its name gets the flag appended)",
+    )
+    parser.add_argument("--problems", default="", help="comma-separated subset (P1..P6)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--audit-every", type=int, default=5, help="audit every Nth session")
     parser.add_argument("--http", type=int, default=0, help="replay N sessions per cell over HTTP")
     parser.add_argument("--sweep", action="store_true")
-    parser.add_argument("--sweep-sessions", type=int, default=5)
+    parser.add_argument("--sweep-sessions", type=int, default=8)
     parser.add_argument("--sweep-only", action="store_true", help="skip the main table")
     parser.add_argument("--sweep-params", default="", help="comma-separated subset of the sweep")
+    parser.add_argument(
+        "--sweep-problems", default="", help="comma-separated subset of problems for the sweep"
+    )
     parser.add_argument("--json", action="store_true", help="per-session rows as JSON lines")
     parser.add_argument("--sessions-override", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -638,38 +877,88 @@ def main(argv: list[str] | None = None) -> int:
     if not chosen:
         print(f"no such policy: {args.policies}", file=sys.stderr)
         return 2
+    extra = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            print(f"--set wants KEY=VALUE, not {item!r}", file=sys.stderr)
+            return 2
+        extra[key] = _value(value)
+    if extra:
+        suffix = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in extra.items())
+        chosen = tuple(
+            replace(p, name=f"{p.name}+{suffix}", flags={**p.flags, **extra}) for p in chosen
+        )
+    problems = _problems(args.problems)
+    sweep_problems = _problems(args.sweep_problems)
+    if problems is None or sweep_problems is None:
+        print(f"no such problem in {args.problems or args.sweep_problems}", file=sys.stderr)
+        return 2
     roles, gpu = RoleParams(), GpuModel()
     if args.sweep_only:
-        print(f"sweep: strict /42, {args.sweep_sessions} sessions per problem")
+        print(sweep_heading(args.sweep_sessions, sweep_problems))
         only = tuple(p for p in args.sweep_params.split(",") if p)
-        print(sweep(chosen, args.sweep_sessions, args.budget, only))
+        sweep(chosen, args.sweep_sessions, args.budget, only, sweep_problems, args.jobs, _flush)
         return 0
-    sessions = run_all(chosen, args.sessions, args.budget, roles, gpu, audit_every=args.audit_every)
+    sessions = run_all(
+        chosen,
+        args.sessions,
+        args.budget,
+        roles,
+        gpu,
+        audit_every=args.audit_every,
+        problems=problems,
+        jobs=args.jobs,
+    )
     if args.json:
         for s in sessions:
             row = {k: v for k, v in s.__dict__.items() if k != "decisions"}
             print(json.dumps(row))
     print(
-        f"{args.sessions} sessions per problem, {len(PROBLEMS)} problems, budget "
+        f"{args.sessions} sessions per problem, {len(problems)} problems, budget "
         f"{args.budget / 1e6:g}M GPU tokens per problem; means per problem-session except "
-        "the /42 columns (sum over problems, 95% bootstrap interval)"
+        f"the /{7 * len(problems)} columns (sum over problems, 95% bootstrap interval)"
     )
     print(table(sessions, chosen))
     print()
     print(per_problem(sessions, chosen))
     print("\nwhy the solve phase ended:")
     print(ends(sessions))
+    print("\nfalse accepts by cause (hidden: no verifier sees the flaw; missed: a visible flaw no")
+    print("verification reported; overturned: a reviewer rejected a real finding), on a wrong")
+    print("approach, of revisions (false / accepted revisions), and per problem:")
+    print(false_accepts(sessions, chosen))
+    print("\nstop check (issue 19: no run ends with budget left while a lineage could go on):")
+    print(stop_check(sessions, chosen))
     failed = [s for s in sessions if s.audit_ok is False]
     if args.http:
         print()
         print(check_http(chosen, args.http, args.budget, roles, gpu))
     if args.sweep:
         print()
-        print(sweep(chosen, args.sweep_sessions, args.budget))
+        print(sweep_heading(args.sweep_sessions, sweep_problems))
+        sweep(chosen, args.sweep_sessions, args.budget, (), sweep_problems, args.jobs, _flush)
     if failed:
         print(f"\n{len(failed)} audited sessions FAILED the audit", file=sys.stderr)
         return 1
     return 0
+
+
+def _flush(line: str) -> None:
+    print(line, flush=True)  # a long sweep shows each cell as it is done
+
+
+def _problems(names: str) -> tuple[ProblemParams, ...] | None:
+    if not names:
+        return PROBLEMS
+    wanted = names.split(",")
+    chosen = tuple(p for p in PROBLEMS if p.name in wanted)
+    return chosen if len(chosen) == len(wanted) else None
+
+
+def sweep_heading(sessions: int, problems: tuple[ProblemParams, ...]) -> str:
+    names = ",".join(p.name for p in problems)
+    return f"sweep: strict /{7 * len(problems)} on {names}, {sessions} sessions per problem"
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from solver.testing.fake_endpoint import FakeEndpoint, RecordedRequest, Responder, echo_responder
-from solver.testing.lab_model import LabModel, ProblemParams, RoleParams
+from solver.testing.lab_model import LabModel, ProblemParams, ProofState, RoleParams
 from solver.testing.roles import role_of
 from solver.testing.scripted_client import ScriptedClient
 from solver.testing.virtual_gpu import GpuModel, VirtualGpu
@@ -13,6 +13,7 @@ __all__ = [
     "GpuModel",
     "LabModel",
     "ProblemParams",
+    "ProofState",
     "RecordedRequest",
     "Responder",
     "RoleParams",

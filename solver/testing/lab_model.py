@@ -9,7 +9,8 @@ states in its real output contract (the formats ``solver.roles`` parses):
   given rate, adds minor remarks; sometimes gives no verdict (prose only) or is cut off;
 - reviewer: confirms real findings and rejects false ones with given accuracies;
 - reviser: fixes each confirmed real flaw with some probability, may add a new flaw, and may
-  also fix an unconfirmed one by rewriting;
+  also fix an unconfirmed one by rewriting; a wrong approach (a flaw of a fresh proof, with the
+  problem's ``p_wrong``) no revision fixes: only a proof written from scratch escapes it;
 - generator, second turn (self-improvement: its own proof in the conversation): fixes each
   flaw of its proof with a share of the reviser's rate (it has no confirmed findings to go
   on) and may add a flaw as any rewrite may;
@@ -52,7 +53,9 @@ class ProblemParams:
     detect: float  # a verifier finds a given real flaw
     p_hidden: float  # a flaw no verifier sees (the DSM-V2 P6 case)
     fix: float  # the reviser fixes a confirmed flaw
+    p_wrong: float = 0.0  # a flawed fresh proof is on a wrong approach: no revision fixes it
     partial_score: tuple[int, int] = (1, 5)  # true score range of a flawed proof
+    wrong_score: tuple[int, int] = (0, 1)  # true score range of a wrong approach
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class Flaw:
     key: str
     severity: str  # critical | major
     detect: float
+    fixable: bool = True  # False: a wrong approach, which only a fresh proof escapes
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,15 @@ class ProofState:
     @property
     def correct(self) -> bool:
         return not self.flaws
+
+    @property
+    def hidden(self) -> bool:
+        """Flawed, and no verification can find any of its flaws."""
+        return bool(self.flaws) and all(f.detect == 0.0 for f in self.flaws)
+
+    @property
+    def wrong_approach(self) -> bool:
+        return any(not f.fixable for f in self.flaws)
 
 
 _TAG = re.compile(r"LAB-PROOF ([0-9a-f]{12})")
@@ -229,6 +242,9 @@ class LabModel:
         low, high = self.problem.partial_score
         if not flaws:
             score = 7
+        elif any(not f.fixable for f in flaws):
+            low, high = self.problem.wrong_score
+            score = low + draws.pick(high - low + 1)
         elif any(f.severity == "critical" for f in flaws):
             score = low + draws.pick(max(high - low, 1) // 2 + 1)
         else:
@@ -239,16 +255,20 @@ class LabModel:
             self.proofs[state.proof_id] = state
         return state
 
-    def _flaw(self, draws: _Draws, severity: str) -> Flaw:
+    def _flaw(self, draws: _Draws, severity: str, fixable: bool = True) -> Flaw:
         detect = 0.0 if draws.chance(self.problem.p_hidden) else self.problem.detect
-        return Flaw(key=draws.hex()[:6] + str(draws.pick(10_000)), severity=severity, detect=detect)
+        key = draws.hex()[:6] + str(draws.pick(10_000))
+        return Flaw(key=key, severity=severity, detect=detect, fixable=fixable)
 
     def _fresh_flaws(self, draws: _Draws) -> tuple[Flaw, ...]:
         if draws.chance(self.problem.p_correct):
             return ()
-        flaws = [
-            self._flaw(draws, "critical" if draws.chance(self.problem.p_critical) else "major")
-        ]
+        if draws.chance(self.problem.p_wrong):
+            # The approach itself fails: a critical flaw that revising the steps cannot remove.
+            flaws = [self._flaw(draws, "critical", fixable=False)]
+        else:
+            severity = "critical" if draws.chance(self.problem.p_critical) else "major"
+            flaws = [self._flaw(draws, severity)]
         if draws.chance(0.35):
             flaws.append(self._flaw(draws, "major"))
         return tuple(flaws)
@@ -271,7 +291,7 @@ class LabModel:
     def _improve(self, first: ProofState, draws: _Draws) -> str:
         """The self-improvement turn: the generator checks its own proof, with no findings."""
         rate = self.problem.fix * self.roles.self_fix_factor
-        kept = [flaw for flaw in first.flaws if not draws.chance(rate)]
+        kept = [flaw for flaw in first.flaws if not (flaw.fixable and draws.chance(rate))]
         if draws.chance(self.roles.revise_new_flaw):
             kept.append(self._flaw(draws, "major"))
         return self._proof_text(self._new_proof(draws, tuple(kept)))
@@ -292,9 +312,11 @@ class LabModel:
         kept: list[Flaw] = []
         for flaw in base.flaws:
             confirmed = f"Step {flaw.key}:" in findings
-            if draws.chance(self.problem.fix if confirmed else self.roles.revise_collateral_fix):
+            rate = self.problem.fix if confirmed else self.roles.revise_collateral_fix
+            # a recombination revises its base proof, so the base's wrong approach stays
+            if flaw.fixable and draws.chance(rate):
                 continue
-            if any(draws.chance(self.roles.recombine_borrow) for _ in others):
+            if flaw.fixable and any(draws.chance(self.roles.recombine_borrow) for _ in others):
                 continue
             kept.append(flaw)
         for other in others:
@@ -312,7 +334,7 @@ class LabModel:
         kept: list[Flaw] = []
         for flaw in old.flaws:
             confirmed = f"Step {flaw.key}:" in findings
-            fixed = draws.chance(
+            fixed = flaw.fixable and draws.chance(
                 self.problem.fix if confirmed else self.roles.revise_collateral_fix
             )
             if not fixed:

@@ -1,11 +1,13 @@
-"""The policy lab: the simulated model answers from hidden proof states, the loop runs on it
-unchanged (the audit passes), and the same seed gives the same decisions in process and over
-real HTTP (the CI smoke test of ``bench/policy.py``)."""
+"""The policy lab: the simulated model answers from hidden proof states (a wrong approach no
+revision fixes included), the loop runs on it unchanged (the audit passes), the same seed gives
+the same decisions in process and over real HTTP (the CI smoke test of ``bench/policy.py``),
+false accepts are traced to their cause, and the stop check and the sweep count what they say."""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,83 @@ def test_the_quick_setting_prints_the_table(capsys: pytest.CaptureFixture[str]) 
     out = capsys.readouterr().out
     assert code == 0
     assert "strict /42" in out and "default" in out
+
+
+REVISER_SYSTEM = "You are revising a proof of an olympiad problem."
+
+
+def test_a_wrong_approach_survives_every_revision_and_scores_little() -> None:
+    wrong = ProblemParams(
+        "W", p_correct=0.0, p_critical=0.0, detect=1.0, p_hidden=0.0, fix=1.0, p_wrong=1.0
+    )
+    lab = LabModel(wrong, RoleParams(revise_new_flaw=0.0, revise_collateral_fix=1.0), seed=5)
+    proof = lab(_request(GENERATOR_SYSTEM, "Problem.")).text
+    (state,) = lab.proofs.values()
+    assert state.wrong_approach and state.score <= 1
+    (flaw,) = state.flaws
+    assert flaw.severity == "critical" and not flaw.fixable
+    for _ in range(5):  # even with the flaw confirmed and a fix rate of 1
+        findings = f"# Confirmed findings\n\nStep {flaw.key}: the claim does not follow."
+        proof = lab(_request(REVISER_SYSTEM, f"# Proof\n\n{proof}\n\n{findings}")).text
+        (revised,) = lab.proofs_in(proof)
+        assert revised.flaws == (flaw,)
+    fixable = replace(wrong, name="F", p_wrong=0.0)
+    lab = LabModel(fixable, RoleParams(revise_new_flaw=0.0), seed=5)
+    proof = lab(_request(GENERATOR_SYSTEM, "Problem.")).text
+    (state,) = lab.proofs.values()
+    marks = "\n".join(f"Step {f.key}: it fails." for f in state.flaws)
+    revised_text = lab(
+        _request(REVISER_SYSTEM, f"# Proof\n\n{proof}\n\n# Confirmed findings\n\n{marks}")
+    ).text
+    assert lab.proofs_in(revised_text)[0].correct  # a fixable flaw goes at fix rate 1
+
+
+def test_false_accepts_of_invisible_flaws_are_counted_as_hidden(tmp_path: Path) -> None:
+    invisible = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=0.5)
+    chosen = next(p for p in policy.POLICIES if p.name == "default")
+    quiet = RoleParams(false_alarm=0.0, no_verdict=0.0)
+    s = policy.run_session(tmp_path, chosen, invisible, quiet, policy.GpuModel(), 0, 1_500_000)
+    assert s.accepted >= 1 and s.false_accepts == s.accepted
+    assert s.false_causes == {"hidden": s.accepted}
+    assert s.audit_ok and not s.stopped_early
+    out = policy.false_accepts([s], (chosen,))
+    assert f"{s.accepted}/{s.accepted}" in out
+
+
+def test_the_stop_check_counts_a_search_that_gave_up_with_budget_left(tmp_path: Path) -> None:
+    """Lineages capped at 3 x candidates (the defaults before issue 19) and every proof on a
+    wrong approach: the old rules run out of lineages long before the budget, and the check
+    must say so; the budget-driven default goes on until the budget is used."""
+    hopeless = ProblemParams(
+        "X", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=0.0, fix=1.0, p_wrong=1.0
+    )
+    quiet = RoleParams(false_alarm=0.0, no_verdict=0.0)
+    gpu = policy.GpuModel()
+    by_name = {p.name: p for p in policy.POLICIES}
+    before = policy.run_session(tmp_path, by_name["before"], hopeless, quiet, gpu, 0, 20_000_000)
+    assert before.stopped_early and before.left == "no lineage can go on"
+    assert before.abandoned >= 1 and before.abandoned_fixable == 0
+    now = policy.run_session(tmp_path, by_name["default"], hopeless, quiet, gpu, 0, 1_000_000)
+    assert not now.stopped_early and now.left.startswith("token budget")
+    lines = policy.stop_check([before, now], (by_name["before"], by_name["default"]))
+    assert "before      1 of 1 runs stopped with budget left" in lines
+    assert "default     0 of 1 runs stopped" in lines
+
+
+def test_the_sweep_moves_one_parameter_and_compares_each_policy_with_each_baseline() -> None:
+    roles, gpu, problems = policy.swept("p_wrong", 1.5, policy.PROBLEMS)
+    assert [p.p_wrong for p in problems] == [min(p.p_wrong * 1.5, 1.0) for p in policy.PROBLEMS]
+    assert roles == RoleParams() and gpu == policy.GpuModel()
+    roles, _, _ = policy.swept("lengths", 0.5, policy.PROBLEMS)
+    assert roles.lengths["generator"][0] == RoleParams().lengths["generator"][0] // 2
+    _, gpu, _ = policy.swept("saturation", 8.0, policy.PROBLEMS)
+    assert gpu.saturation == 8.0
+    assert policy.swept("centre", 0.0, policy.PROBLEMS)[2] == policy.PROBLEMS
+    assert set(policy.SWEEP) >= {
+        "false_alarm", "p_hidden", "fix", "detect", "lengths", "decode_tok_s", "saturation",
+        "p_wrong", "review_confirm_real", "review_reject_false",
+    }  # fmt: skip
+    mean, low, high = policy.difference({"P": [7, 7, 7, 0]}, {"P": [0, 0, 7, 0]})
+    assert mean == 3.5 and low <= mean <= high
+    assert policy.difference({"P": [7] * 4}, {"P": [0] * 4}) == (7.0, 7.0, 7.0)
+    assert {p.name for p in policy.POLICIES if p.baseline} == {"before", "hy", "dsm"}
