@@ -2,7 +2,9 @@
 
 Both read the folded state; neither writes anything to the run. The engine reports each call's
 start, every streamed delta and its end; the JSON form turns the deltas into at most one
-``call.progress`` line a second per call.
+``call.progress`` line a second per call. The table shows what the search policy is doing
+(``solver.report.search``): each candidate's verification so far, its stage, its best version
+by pass rate, and the calls the policy cancelled.
 """
 
 from __future__ import annotations
@@ -15,12 +17,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, TextIO
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
-from solver.loop.state import CallState, RunState, verification_calls
-from solver.records import Decision, VerificationFacts
+from solver.config import Settings
+from solver.loop.policy import PolicyConfig
+from solver.loop.state import CallState, RunState
+from solver.records import Decision
+from solver.report.search import SearchView, search_view
+from solver.run import policy_config
 
 # Seconds between two `call.progress` lines of one call: a 256k-token stream must not become
 # 256k lines, and a call shorter than this gets none.
@@ -54,6 +61,7 @@ class Totals:
     phase: str
     budget: dict[str, Any]  # wall_s, tokens, calls: the limits (None: unlimited)
     budget_left: dict[str, float | None]
+    cancelled: int = 0  # calls the policy (or the run's end) cancelled
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -66,11 +74,14 @@ class ProgressBase(ABC):
         budget: dict[str, Any],
         elapsed: Callable[[], float],
         clock: Callable[[], float] = time.monotonic,
+        policy: PolicyConfig | None = None,
     ):
         self.state = state
         self.budget = budget
         self.elapsed = elapsed
         self.clock = clock
+        # the run's acceptance rules, for pass rates and stages as the policy counts them
+        self.policy = policy or policy_config(Settings(), evaluation=False, material=True)
         self.streaming: dict[str, _Streaming] = {}
 
     def call_started(self, call: CallState) -> None:
@@ -123,7 +134,11 @@ class ProgressBase(ABC):
             phase=s.phase,
             budget=self.budget,
             budget_left=left,
+            cancelled=sum(1 for c in s.calls.values() if c.status == "cancelled"),
         )
+
+    def search(self) -> SearchView:
+        return search_view(self.state, self.policy)
 
 
 class JsonProgress(ProgressBase):
@@ -184,19 +199,44 @@ class LiveProgress(ProgressBase):
     def refresh(self, event: dict[str, Any]) -> None:
         self.live.update(self._table())
 
-    def _table(self) -> Table:
-        s = self.state
+    def _table(self) -> Group:
+        return Group(*self._status_lines(), self._candidates())
+
+    def _status_lines(self) -> list[Text]:
+        """The run's totals above the table, packed into lines of the console's width. Off a
+        terminal rich wraps a table's title at the table's width, which once left "budget
+        left:" at the end of a line and its values on the next; here a part is never split
+        from its label (a part wider than the console folds)."""
         t = self.totals()
-        left = t.budget_left
-        budget = ", ".join(f"{k} {v}" for k, v in left.items() if v is not None)
+        left = ", ".join(f"{k} {v}" for k, v in t.budget_left.items() if v is not None)
         # "budget left: none" read as "used up" when no budget had been set at all
-        shown = f"budget left: {budget}" if budget else "no budget set"
-        table = Table(
-            title=f"phase {s.phase} | {t.elapsed_s:.0f} s | {t.tokens} tokens | "
-            f"{t.calls} calls | accepted {t.accepted} | {shown}",
-            title_justify="left",
+        parts = [
+            f"phase {t.phase}",
+            f"{t.elapsed_s:.0f} s",
+            f"{t.tokens} tokens",
+            f"{t.calls} calls",
+            f"accepted {t.accepted}",
+            f"cancelled {t.cancelled}",
+            f"budget left: {left}" if left else "no budget set",
+            self.search().settings_text(),
+        ]
+        return [Text(line, overflow="fold") for line in pack(parts, self.console.width)]
+
+    def _candidates(self) -> Table:
+        s = self.state
+        search = self.search()
+        table = Table()
+        columns = (
+            "candidate",
+            "version",
+            "in flight",
+            "verified",
+            "stage",
+            "best",
+            "tokens",
+            "tok/s",
+            "elapsed",
         )
-        columns = ("candidate", "version", "in flight", "verified", "tokens", "tok/s", "elapsed")
         for column in columns:
             table.add_column(column)
         now = self.clock()
@@ -208,13 +248,6 @@ class LiveProgress(ProgressBase):
             latest = lineage.latest
             version = latest.version if latest else 0
             flight = [c for c in s.in_flight() if c.lineage == lineage.lineage]
-            passed = sum(
-                1
-                for c in verification_calls(s, lineage.lineage, version)
-                if c.status == "completed"
-                and isinstance(c.facts, VerificationFacts)
-                and c.facts.verdict == "pass"
-            )
             entries = [self.streaming[c.call_id] for c in flight if c.call_id in self.streaming]
             tokens = spent.get(lineage.lineage, 0) + sum(e.deltas for e in entries)
             rate = sum(e.rate(now) for e in entries)
@@ -228,16 +261,37 @@ class LiveProgress(ProgressBase):
                     else ", ".join(sorted({c.role for c in flight}))
                 )
             )
+            here = search.of(lineage.lineage, version)
+            best = search.best_of(lineage.lineage)
             table.add_row(
                 lineage.lineage,
                 f"v{version}",
                 state or "-",
-                str(passed),
+                here.rate_text() if here is not None else "-",
+                here.stage if here is not None else "-",
+                f"v{best.version} {best.rate_text()}" if best is not None else "-",
                 str(tokens),
                 f"{rate:.0f}",
                 "-" if running is None else _duration(running),
             )
         return table
+
+
+def pack(parts: list[str], width: int, sep: str = " | ") -> list[str]:
+    """``parts`` joined by ``sep`` into lines of at most ``width`` characters, breaking only
+    between parts."""
+    lines: list[str] = []
+    line = ""
+    for part in parts:
+        joined = f"{line}{sep}{part}" if line else part
+        if line and len(joined) > width:
+            lines.append(line)
+            line = part
+        else:
+            line = joined
+    if line:
+        lines.append(line)
+    return lines
 
 
 def _duration(seconds: float) -> str:

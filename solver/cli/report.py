@@ -10,7 +10,7 @@ import click
 from solver._util.terminal import json_visible
 from solver.cli.errors import reports_errors
 from solver.errors import InputError, NotFound
-from solver.report import DEFAULT_MAX_CHARS, load_report, render_html, render_markdown
+from solver.report import DEFAULT_MAX_CHARS, load_report, load_search, render_html, render_markdown
 from solver.store import StorageFull, write_atomic
 
 
@@ -75,14 +75,15 @@ def report(
         if output is not None:
             refuse_inside_run(output)
     loaded = load_report(run_dir, with_texts=html_file is not None, max_chars=max_chars)
+    search = load_search(run_dir)
     if html_file is not None:
-        _write(html_file, render_html(loaded))
+        _write(html_file, render_html(loaded, search))
     if as_json:
         shown = json.dumps(loaded.to_json(), sort_keys=True, ensure_ascii=False)
         click.echo(json_visible(shown))
     elif md_file is not None:
-        _write(md_file, render_markdown(loaded))
+        _write(md_file, render_markdown(loaded, search))
     else:
-        click.echo(render_markdown(loaded))
+        click.echo(render_markdown(loaded, search))
     if html_file is not None and not as_json:
         click.echo(f"html: {html_file}", err=True)

@@ -19,12 +19,21 @@ from solver._util.masking import mask_url, url_problem
 from solver._util.terminal import visible
 from solver.cli.errors import reports_errors
 from solver.cli.progress import JsonProgress, LiveProgress, ProgressBase
-from solver.config import ResolvedSettings, resolve_settings
+from solver.config import ResolvedSettings, Settings, resolve_settings
 from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
 from solver.loop.engine import RunProgress
+from solver.loop.policy import PolicyConfig
 from solver.loop.state import RunState
 from solver.problems import load_problem
-from solver.run import RunOutcome, read_manifest, resume_run, run_status, settings_of_run, start_run
+from solver.run import (
+    RunOutcome,
+    policy_config,
+    read_manifest,
+    resume_run,
+    run_status,
+    settings_of_run,
+    start_run,
+)
 from solver.store import RunReader
 
 T = TypeVar("T")
@@ -62,14 +71,17 @@ def run_interruptibly(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
 
 
 def _progress_factory(
-    as_json: bool, budget: dict[str, Any], holder: list[ProgressBase]
+    as_json: bool,
+    budget: dict[str, Any],
+    holder: list[ProgressBase],
+    policy: PolicyConfig | None = None,
 ) -> Callable[[RunState, Callable[[], float]], RunProgress]:
     def make(state: RunState, elapsed: Callable[[], float]) -> RunProgress:
         progress: ProgressBase
         if as_json:
-            progress = JsonProgress(state, budget, elapsed)
+            progress = JsonProgress(state, budget, elapsed, policy=policy)
         else:
-            live = LiveProgress(state, budget, elapsed)
+            live = LiveProgress(state, budget, elapsed, policy=policy)
             live.__enter__()
             progress = live
         holder.append(progress)
@@ -208,7 +220,9 @@ def solve(
                 resolved,
                 evaluation=evaluation,
                 argv=sys.argv[1:],
-                make_progress=_progress_factory(as_json, _budget(resolved), holder),
+                make_progress=_progress_factory(
+                    as_json, _budget(resolved), holder, _policy(resolved.settings)
+                ),
                 on_created=created,
                 run_dir=run_dir,
             )
@@ -221,6 +235,22 @@ def solve(
 def _budget(resolved: ResolvedSettings) -> dict[str, Any]:
     b = resolved.settings.budget
     return {"wall_s": b.wall_clock_s, "tokens": b.total_tokens, "calls": b.calls}
+
+
+def _policy(settings: Settings) -> PolicyConfig | None:
+    """The acceptance rules the progress view counts by; None (its defaults) where the
+    settings are refused, which the run itself then reports."""
+    try:
+        return policy_config(settings, evaluation=False, material=True)
+    except InputError:
+        return None
+
+
+def _run_policy(run_dir: Path, resolved_now: ResolvedSettings) -> PolicyConfig | None:
+    if not (run_dir / "MANIFEST.json").is_file():
+        return None  # resume_run reports the missing run
+    manifest = read_manifest(RunReader(run_dir).manifest, run_dir)
+    return _policy(settings_of_run(manifest, resolved_now))
 
 
 def _run_budget(run_dir: Path, resolved_now: ResolvedSettings) -> dict[str, Any]:
@@ -268,7 +298,9 @@ def resume(
                 resolved,
                 allow_model_change=allow_model_change,
                 argv=sys.argv[1:],
-                make_progress=_progress_factory(as_json, budget, holder),
+                make_progress=_progress_factory(
+                    as_json, budget, holder, _run_policy(run_dir, resolved)
+                ),
                 endpoint=moved_to,
             )
         )

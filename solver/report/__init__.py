@@ -7,6 +7,7 @@ from solver.report.latex import tex_to_html
 from solver.report.load import DEFAULT_MAX_CHARS, load_report
 from solver.report.markdown import render_markdown
 from solver.report.model import CallView
+from solver.report.search import SearchView, VersionSearch, load_search, search_view
 from solver.report.timeline import OTHER_LANE, Bar, lanes, stack, timeline_svg, token_points
 
 __all__ = [
@@ -14,10 +15,14 @@ __all__ = [
     "OTHER_LANE",
     "Bar",
     "CallView",
+    "SearchView",
+    "VersionSearch",
     "lanes",
     "load_report",
+    "load_search",
     "render_html",
     "render_markdown",
+    "search_view",
     "stack",
     "tex_to_html",
     "timeline_svg",

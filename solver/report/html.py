@@ -14,6 +14,7 @@ import json
 from solver.report.latex import tex_to_html
 from solver.report.load import CallView, RunReport, lineage_children
 from solver.report.markdown import format_seconds
+from solver.report.search import SearchView
 from solver.report.timeline import timeline_svg
 
 ROLE_COLOURS = {
@@ -116,7 +117,7 @@ def _call_node(call: CallView) -> str:
     )
 
 
-def _version_node(report: RunReport, lineage: str, version: int) -> str:
+def _version_node(report: RunReport, lineage: str, version: int, search: SearchView | None) -> str:
     ln = next(x for x in report.lineages if x.lineage == lineage)
     view = next(v for v in ln.versions if v.version == version)
     producer = report.call(view.producer)
@@ -127,6 +128,9 @@ def _version_node(report: RunReport, lineage: str, version: int) -> str:
         else f"<code>{_e(view.producer)}</code>"
     )
     grade = f" in-loop grade {view.grade}/7" if view.grade is not None else ""
+    entry = search.of(lineage, version) if search is not None else None
+    if entry is not None:
+        grade += f' <span class="search">{_e(entry.summary())}</span>'
     proof = ""
     if view.proof_blob:
         proof = (
@@ -136,7 +140,7 @@ def _version_node(report: RunReport, lineage: str, version: int) -> str:
     children = [_call_node(c) for c in lineage_children(report, lineage, version)]
     for later in ln.versions:
         if later.parent == version:
-            children.append(_version_node(report, lineage, later.version))
+            children.append(_version_node(report, lineage, later.version, search))
     inner = f'<ul class="tree">{"".join(children)}</ul>' if children else ""
     return (
         f'<li class="node lineage-node version" data-lineage="{_e(lineage)}" '
@@ -145,17 +149,21 @@ def _version_node(report: RunReport, lineage: str, version: int) -> str:
     )
 
 
-def _lineages(report: RunReport) -> str:
+def _lineages(report: RunReport, search: SearchView | None) -> str:
     if not report.lineages:
         return "<p>No candidate yet.</p>"
     items = []
     for ln in report.lineages:
         roots = "".join(
-            _version_node(report, ln.lineage, v.version) for v in ln.versions if v.parent is None
+            _version_node(report, ln.lineage, v.version, search)
+            for v in ln.versions
+            if v.parent is None
         )
+        best = search.best_of(ln.lineage) if search is not None else None
+        shown = f"; best v{best.version}, verified {best.rate_text()}" if best else ""
         items.append(
             f'<li class="node lineage" id="lineage-{_e(ln.lineage)}"><b>{_e(ln.lineage)}</b> '
-            f'{_pill(ln.status)} <span class="muted">{_e(ln.detail)}</span>'
+            f'{_pill(ln.status)} <span class="muted">{_e(ln.detail + shown)}</span>'
             f'<ul class="tree">{roots}</ul></li>'
         )
     return f'<ul class="tree top">{"".join(items)}</ul>'
@@ -248,7 +256,7 @@ def _call_details(call: CallView) -> str:
     )
 
 
-def _summary_table(report: RunReport) -> str:
+def _summary_table(report: RunReport, search: SearchView | None) -> str:
     rows: list[tuple[str, str]] = [
         ("state", _pill(report.state)),
         ("outcome", _pill(report.outcome) if report.outcome else "(not finished)"),
@@ -266,6 +274,9 @@ def _summary_table(report: RunReport) -> str:
         ),
         ("calls", str(len(report.calls))),
     ]
+    if search is not None:
+        text = f"{search.settings_text()}; {search.cancelled} calls cancelled"
+        rows.append(("search", _e(text)))
     if report.in_loop_score is not None:
         rows.append(("in-loop grade", f"{report.in_loop_score}/7"))
     if report.evaluation is not None:
@@ -297,7 +308,8 @@ def _roles_table(report: RunReport) -> str:
     )
 
 
-def render_html(report: RunReport) -> str:
+def render_html(report: RunReport, search: SearchView | None = None) -> str:
+    """``search``: what the policy did per version (``solver.report.search.load_search``)."""
     p = report.problem
     title = p.get("title") or p.get("id") or "problem"
     if report.selected is None:
@@ -330,10 +342,10 @@ def render_html(report: RunReport) -> str:
 <body><main>
 <h1>{_e(title)}</h1>
 <p class="muted">run directory <code>{_e(report.run_dir)}</code>, created {_e(report.created)}</p>
-<section id="summary">{_summary_table(report)}</section>
+<section id="summary">{_summary_table(report, search)}</section>
 <h2>Problem</h2><section id="problem">{_prose(p.get("statement", ""), "LaTeX")}</section>
 <h2>Selected proof</h2><section id="proof">{proof}</section>
-<h2>Lineages</h2><section id="lineages">{_lineages(report)}{other_list}</section>
+<h2>Lineages</h2><section id="lineages">{_lineages(report, search)}{other_list}</section>
 <h2>Tokens and time per role</h2><section id="roles">{_roles_table(report)}</section>
 <h2>Timeline</h2><section id="timeline">{timeline_svg(report, _colour)}
 <details><summary>every call on its own row</summary>{_timeline_svg(report)}</details>

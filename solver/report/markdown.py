@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from solver._util.terminal import visible
 from solver.report.load import CallView, RunReport, lineage_children
+from solver.report.search import SearchView
 
 
 def inert(markdown: str) -> str:
@@ -36,7 +37,9 @@ def call_line(call: CallView) -> str:
     )
 
 
-def _version_lines(report: RunReport, lineage: str, version: int, depth: int) -> list[str]:
+def _version_lines(
+    report: RunReport, lineage: str, version: int, depth: int, search: SearchView | None
+) -> list[str]:
     view = next(
         v
         for ln in report.lineages
@@ -48,7 +51,9 @@ def _version_lines(report: RunReport, lineage: str, version: int, depth: int) ->
     producer = report.call(view.producer)
     made_by = call_line(producer) if producer else f"`{view.producer}`"
     grade = f", in-loop grade {view.grade}/7" if view.grade is not None else ""
-    lines = [f"{pad}- **v{version}** ({view.status}{grade}) from {made_by}"]
+    entry = search.of(lineage, version) if search is not None else None
+    searched = f"; {entry.summary()}" if entry is not None else ""
+    lines = [f"{pad}- **v{version}** ({view.status}{grade}) from {made_by}{searched}"]
     for child in lineage_children(report, lineage, version):
         indent = "  " * (depth + 2) if child.role == "reviewer" else "  " * (depth + 1)
         lines.append(f"{indent}- {call_line(child)}")
@@ -56,21 +61,24 @@ def _version_lines(report: RunReport, lineage: str, version: int, depth: int) ->
         if ln.lineage == lineage:
             for later in ln.versions:
                 if later.parent == version:
-                    lines.extend(_version_lines(report, lineage, later.version, depth + 1))
+                    lines.extend(_version_lines(report, lineage, later.version, depth + 1, search))
     return lines
 
 
-def lineage_markdown(report: RunReport) -> list[str]:
+def lineage_markdown(report: RunReport, search: SearchView | None = None) -> list[str]:
     lines: list[str] = []
     for ln in report.lineages:
-        lines.append(f"- **{ln.lineage}**: {ln.status} ({ln.detail})")
+        best = search.best_of(ln.lineage) if search is not None else None
+        shown = f"; best v{best.version}, verified {best.rate_text()}" if best else ""
+        lines.append(f"- **{ln.lineage}**: {ln.status} ({ln.detail}{shown})")
         roots = [v for v in ln.versions if v.parent is None]
         for root in roots:
-            lines.extend(_version_lines(report, ln.lineage, root.version, 1))
+            lines.extend(_version_lines(report, ln.lineage, root.version, 1, search))
     return lines
 
 
-def render_markdown(report: RunReport) -> str:
+def render_markdown(report: RunReport, search: SearchView | None = None) -> str:
+    """``search``: what the policy did per version (``solver.report.search.load_search``)."""
     p = report.problem
     title = p.get("title") or p.get("id") or "problem"
     out: list[str] = [f"# Run report: {title}", ""]
@@ -92,6 +100,8 @@ def render_markdown(report: RunReport) -> str:
         ),
         ("calls", len(report.calls)),
     ]
+    if search is not None:
+        rows.append(("search", f"{search.settings_text()}; {search.cancelled} calls cancelled"))
     if report.in_loop_score is not None:
         rows.append(("in-loop grade", f"{report.in_loop_score}/7"))
     if report.evaluation is not None:
@@ -121,7 +131,7 @@ def render_markdown(report: RunReport) -> str:
         out += ["\n".join(f"> {line}".rstrip() for line in proof.splitlines()), ""]
 
     out += ["## Lineages", ""]
-    out += lineage_markdown(report) or ["No candidate yet."]
+    out += lineage_markdown(report, search) or ["No candidate yet."]
     out += [""]
 
     other = [c for c in report.calls if c.lineage is None]

@@ -1,14 +1,18 @@
-"""Live progress per call: elapsed time in the table, throttled `call.progress` JSON lines."""
+"""Live progress per call: elapsed time in the table, throttled `call.progress` JSON lines;
+the search policy's stage, pass rates and cancelled calls; readable status lines off a terminal."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 
 from rich.console import Console
 
-from solver.cli.progress import JsonProgress, LiveProgress
-from solver.loop.state import CallState, LineageState, RunState
+from solver.cli.progress import JsonProgress, LiveProgress, pack
+from solver.loop.policy import PolicyConfig
+from solver.loop.state import CallState, LineageState, RunState, VersionState
+from solver.records import VerificationFacts
 
 BUDGET = {"wall_s": None, "tokens": None, "calls": None}
 
@@ -114,3 +118,76 @@ def test_the_table_keeps_each_candidates_tokens_after_its_calls_end() -> None:
     rows = {row[0]: row[header.index("tokens")] for row in cells if row[:1] in (["L0"], ["L1"])}
     assert rows["L0"] == "1234"  # ended: what the endpoint counted, not 0
     assert rows["L1"] == "1"  # in flight: what it has streamed
+
+
+def _staged_state(passes: int, cancelled: int) -> RunState:
+    """L0 v0 with ``passes`` passing verifications of the first stage (of K = 5, 2 first),
+    then ``cancelled`` cancelled ones."""
+    state = RunState()
+    lineage = LineageState(lineage="L0", index=0)
+    lineage.versions[0] = VersionState("L0", 0, "L0.v0.generate", None, "art-0")
+    state.lineages["L0"] = lineage
+    for n in range(passes + cancelled):
+        call = CallState(
+            call_id=f"L0.v0.verify.{n}",
+            role="verifier",
+            variant="default",
+            phase="solve",
+            lineage="L0",
+            version=0,
+            target=None,
+            evaluation=False,
+            status="completed" if n < passes else "cancelled",
+            parsed_ok=n < passes,
+        )
+        if n < passes:
+            call.facts = VerificationFacts(verdict="pass", findings=())
+        state.calls[call.call_id] = call
+    return state
+
+
+def _cells(text: str) -> tuple[list[str], dict[str, list[str]]]:
+    lines = text.replace("┃", "│").splitlines()
+    cells = [[c.strip() for c in line.split("│")[1:-1]] for line in lines]
+    header = next(row for row in cells if "stage" in row)
+    return header, {row[0]: row for row in cells if row[:1] == ["L0"]}
+
+
+def test_the_table_shows_the_stage_of_verification_and_cancelled_calls() -> None:
+    policy = PolicyConfig(verifications=5, verify_stage=2, best_version=True)
+    for passes, stage in ((1, "first 2 of 5"), (2, "rest 3 of 5")):
+        screen = io.StringIO()
+        console = Console(file=screen, width=160, force_terminal=False)
+        state = _staged_state(passes, cancelled=1)
+        with LiveProgress(state, BUDGET, lambda: 0.0, console=console, policy=policy) as live:
+            live.refresh({"event": "tick"})
+        text = screen.getvalue()
+        header, rows = _cells(text)
+        assert rows["L0"][header.index("stage")] == stage
+        assert rows["L0"][header.index("verified")] == f"{passes}/{passes} (100%)"
+        assert rows["L0"][header.index("best")] == f"v0 {passes}/{passes} (100%)"
+        assert "cancelled 1" in text
+        assert "staged verification: 2 first, the other 3 if all pass" in text
+
+
+def test_off_a_terminal_no_label_is_left_without_its_value() -> None:
+    """A narrow console off a terminal once showed "budget left:" at a line's end, its values
+    on the next line (rich wraps a table title at the table's width)."""
+    budget = {"wall_s": 3600.0, "tokens": 4_000_000, "calls": 200}
+    for width in (40, 60, 80):
+        screen = io.StringIO()
+        console = Console(file=screen, width=width, force_terminal=False)
+        with LiveProgress(_state(), budget, lambda: 12.0, console=console) as live:
+            live.refresh({"event": "tick"})
+        text = screen.getvalue()
+        flat = " ".join(line.strip() for line in text.splitlines())
+        assert re.search(r"budget left: wall_s 3588\.0, tokens 4000000, calls \d+", flat)
+        for line in text.splitlines():
+            assert not line.rstrip().endswith(("budget left:", "|")), (width, line)
+        assert "budget left: wall_s" in text  # the label and its first value on one line
+
+
+def test_pack_breaks_only_between_parts() -> None:
+    assert pack(["a b", "c d", "e"], 7) == ["a b", "c d | e"]
+    assert pack(["longer than the width"], 5) == ["longer than the width"]
+    assert pack([], 10) == []
