@@ -192,8 +192,8 @@ class Session:
     # why each false accept got through (false_accept_cause): hidden, missed, overturned
     false_causes: dict[str, int] = field(default_factory=dict)
     false_wrong: int = 0  # false accepts on a wrong approach
-    false_revised: int = 0  # false accepts of a revision (not a fresh proof)
-    accepted_revised: int = 0
+    false_later: int = 0  # false accepts of a version after a lineage's first
+    accepted_later: int = 0
     # the solve phase ended with budget left, short of the accepted proofs it wanted
     stopped_early: bool = False
     abandoned: int = 0
@@ -408,19 +408,20 @@ def summarise(
     if state.selected is not None:
         chosen = _proof_state(run_dir, state, lab, *state.selected)
         score = chosen.score if chosen is not None else 0
-    accepted = false_accepts = false_wrong = false_revised = accepted_revised = 0
+    accepted = false_accepts = false_wrong = false_later = accepted_later = 0
     abandoned = abandoned_fixable = 0
     causes: dict[str, int] = {}
     for lineage in state.lineages.values():
         if lineage.accepted_version is not None:
             accepted += 1
             version = lineage.accepted_version
-            accepted_revised += version > 0
+            later = version > 0  # not the lineage's first proof: revised or regenerated
+            accepted_later += later
             proof = _proof_state(run_dir, state, lab, lineage.lineage, version)
             if proof is not None and not proof.correct:
                 false_accepts += 1
                 false_wrong += proof.wrong_approach
-                false_revised += version > 0
+                false_later += later
                 cause = false_accept_cause(state, lineage.lineage, version, proof)
                 causes[cause] = causes.get(cause, 0) + 1
         elif lineage.abandoned and lineage.latest is not None:
@@ -459,8 +460,8 @@ def summarise(
         by_role=_calls_by_call_role(state),
         false_causes=causes,
         false_wrong=false_wrong,
-        false_revised=false_revised,
-        accepted_revised=accepted_revised,
+        false_later=false_later,
+        accepted_later=accepted_later,
         stopped_early=not state.budget_exhausted and not reason.endswith("candidates accepted"),
         abandoned=abandoned,
         abandoned_fixable=abandoned_fixable,
@@ -587,7 +588,7 @@ def false_accepts(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
     names = [p.name for p in PROBLEMS]
     head = (
         f"{'policy':<9}{'false/acc':>10}{'hidden':>8}{'missed':>8}{'overturn':>9}{'wrong':>7}"
-        f"{'revised':>9}  " + " ".join(f"{n:>5}" for n in names) + "  (false / accepted)"
+        f"{'later':>9}  " + " ".join(f"{n:>5}" for n in names) + "  (false / accepted)"
     )
     lines = [head]
     for policy in policies:
@@ -600,7 +601,7 @@ def false_accepts(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
                 causes[cause] = causes.get(cause, 0) + n
         false = sum(s.false_accepts for s in mine)
         accepted = sum(s.accepted for s in mine)
-        revised = f"{sum(s.false_revised for s in mine)}/{sum(s.accepted_revised for s in mine)}"
+        later = f"{sum(s.false_later for s in mine)}/{sum(s.accepted_later for s in mine)}"
         cells = []
         for name in names:
             here = [s for s in mine if s.problem == name]
@@ -612,7 +613,7 @@ def false_accepts(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
         lines.append(
             f"{policy.name:<9}{f'{false}/{accepted}':>10}{causes.get('hidden', 0):>8}"
             f"{causes.get('missed', 0):>8}{causes.get('overturned', 0):>9}"
-            f"{sum(s.false_wrong for s in mine):>7}{revised:>9}  "
+            f"{sum(s.false_wrong for s in mine):>7}{later:>9}  "
             + " ".join(f"{c:>5}" for c in cells)
         )
     return "\n".join(lines)
@@ -831,8 +832,8 @@ def sweep(
             cells.append(f"{f'{mean:+5.1f} [{low:+5.1f},{high:+5.1f}] {mark}':>24}")
         out(f"{name:<20}{value:>7g} " + "".join(f"{m:8.1f}" for m in means) + "  " + "".join(cells))
     out(f"strict out of {top}; per pair over the cells: wins / ties / losses (mean below)")
-    for (o, b), (won, tied, lost) in tally.items():
-        out(f"  {o} against {b}: {won} / {tied} / {lost} ({below[(o, b)]})")
+    for pair, (won, tied, lost) in tally.items():
+        out(f"  {pair[0]} against {pair[1]}: {won} / {tied} / {lost} ({below[pair]})")
 
 
 def _value(text: str) -> Any:
@@ -926,7 +927,7 @@ def main(argv: list[str] | None = None) -> int:
     print(ends(sessions))
     print("\nfalse accepts by cause (hidden: no verifier sees the flaw; missed: a visible flaw no")
     print("verification reported; overturned: a reviewer rejected a real finding), on a wrong")
-    print("approach, of revisions (false / accepted revisions), and per problem:")
+    print("approach, of versions after a lineage's first (false / accepted), and per problem:")
     print(false_accepts(sessions, chosen))
     print("\nstop check (issue 19: no run ends with budget left while a lineage could go on):")
     print(stop_check(sessions, chosen))
