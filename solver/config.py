@@ -104,6 +104,19 @@ class Acceptance(_Section):
         description="restarts take turns with recombining the best proofs of this many "
         "lineages (2-4; 0: never)",
     )
+    # Final checks and selection (issue 19, points 4 and 9; docs/bench-policy.md measures them)
+    final_verifications: int = Field(
+        default=0, ge=0, description="a last, larger round for each accepted proof (0 = off)"
+    )
+    recheck_answers: bool = Field(
+        default=True, description="accepted proofs with different final answers are re-verified"
+    )
+    pairwise_selection: bool = Field(
+        default=False, description="choose by pairwise comparisons in both orders (a bracket)"
+    )
+    final_grades: int = Field(
+        default=1, ge=1, le=15, description="grades of each final proof when none is accepted"
+    )
 
     @field_validator("recombine")
     @classmethod

@@ -276,7 +276,19 @@ class ArtifactPut(_Rec):
 
 class Decision(_Rec):
     type: Literal["decision"] = "decision"
-    kind: Literal["accepted", "round_failed", "abandoned", "phase", "budget_exhausted", "selected"]
+    kind: Literal[
+        "accepted",
+        "round_failed",
+        "abandoned",
+        "phase",
+        "budget_exhausted",
+        "selected",
+        # an accepted proof's later checks (issue 19 point 4): passed, or failed (no longer
+        # accepted; its lineage goes on)
+        "final_passed",
+        "recheck_passed",
+        "unaccepted",
+    ]
     lineage: str | None = None
     version: int | None = None
     phase: Phase | None = None

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from solver.answers.check import AnswerCheck, check_answer, extract_final_answer
+from solver.answers.check import AnswerCheck, answer_key, check_answer, extract_final_answer
 
 __all__ = [
     "AnswerCheck",
+    "answer_key",
     "check_answer",
     "extract_final_answer",
 ]

@@ -21,7 +21,7 @@ from typing import Literal
 
 import sympy
 
-from solver.answers.forms import Answer, Piece, read_answer, unbox
+from solver.answers.forms import Answer, Piece, normalise, read_answer, text_key, unbox
 
 Verdict = Literal["equivalent", "not_equivalent", "undecided"]
 
@@ -84,6 +84,16 @@ def extract_final_answer(proof_text: str) -> str | None:
     except (RecursionError, ValueError):
         return None
     return None
+
+
+def answer_key(answer: str) -> str:
+    """A final answer reduced to a key for comparing answers without sympy: deterministic and
+    quick, for the loop's pure policy. Equal keys are the same answer; different keys may
+    still be one answer written two ways (the loop then checks more, never less)."""
+    try:
+        return text_key(normalise(answer))
+    except (RecursionError, ValueError):
+        return " ".join(answer.split()).casefold()
 
 
 # ---------------------------------------------------------------- comparison
@@ -450,6 +460,7 @@ def check_answer(
 __all__ = [
     "AnswerCheck",
     "Verdict",
+    "answer_key",
     "check_answer",
     "extract_final_answer",
 ]

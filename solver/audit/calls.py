@@ -11,7 +11,8 @@
   self-improvement turn) must hold no talk about them; the derived inputs (a reviser's
   confirmed findings, a recombiner's pool of proofs with their confirmed findings, a
   selector's anonymised proofs) are rebuilt from the journal by the loop's own code and must
-  match byte for byte.
+  match byte for byte, and a selector (the pairwise one: exactly two) is shown only final
+  candidates.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from solver.llm import (
     fold_events,
 )
 from solver.loop.contexts import ContextBuilder
+from solver.loop.policy import final_versions
 from solver.loop.state import CallState, RunState
 from solver.problems import Problem
 from solver.records import parse_loop_record
@@ -235,6 +237,10 @@ class _Rederiver:
         }
         build = builds[role]
         try:
+            if role == "selector":
+                why = _shown_problem(self.state, call, self.builder.shown_to(call))
+                if why is not None:
+                    return why
             expected = build(call).model_dump(mode="json")
         except (AssertionError, KeyError, TypeError, ValueError, IndexError) as exc:
             return f"cannot be re-derived from the journal ({exc!r:.80})"
@@ -243,6 +249,19 @@ class _Rederiver:
         if expected["producer"] != data.get("producer"):
             return f"names producer {data.get('producer')}, not {expected['producer']}"
         return None
+
+
+def _shown_problem(state: RunState, call: CallState, shown: list[tuple[str, int]]) -> str | None:
+    """Why a selector call's proofs are not what a selector may be shown, or None: only final
+    candidates (each lineage's submitted version, as graded), and for a pairwise call
+    exactly two different ones."""
+    finals = {(v.lineage, v.version) for v in final_versions(state)}
+    if call.variant == "pairwise" and (len(shown) != 2 or shown[0] == shown[1]):
+        return f"shows {len(set(shown))} different proofs to a pairwise selector, not 2"
+    outside = [f"{ln}.v{v}" for ln, v in shown if (ln, v) not in finals]
+    if outside:
+        return f"shows {', '.join(outside)}, which is no final candidate"
+    return None
 
 
 def _check_link(

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from solver import roles
 from solver.llm import Completion
-from solver.loop.policy import selection_pool
+from solver.loop.policy import pair_of, selection_pool
 from solver.loop.state import (
     PRODUCER_ROLES,
     CallState,
@@ -277,10 +277,16 @@ class ContextBuilder:
         rng.shuffle(pool)
         return pool
 
+    def shown_to(self, call: CallState) -> list[tuple[str, int]]:
+        """The proofs a selector call is shown, in order: a pairwise call's two, as its
+        target names them (A first); the single selector's whole pool, shuffled."""
+        return pair_of(call.target) if call.target else self.selector_order()
+
     def _anonymised_proofs_artifact(self, call: CallState) -> ArtifactPut:
-        texts = [self.text(self._proof_artifact(ln, v)) for ln, v in self.selector_order()]
+        shown = self.shown_to(call)
+        texts = [self.text(self._proof_artifact(ln, v)) for ln, v in shown]
         data = json.dumps(texts, indent=2, ensure_ascii=False).encode()
-        producers = ",".join(self._proof_artifact(ln, v) for ln, v in self.selector_order())
+        producers = ",".join(self._proof_artifact(ln, v) for ln, v in shown)
         return self._new_artifact(
             f"{call.call_id}.proofs", "anonymised_proofs", data, producers, call
         )
@@ -363,5 +369,5 @@ class ContextBuilder:
                 return grade, [artifact]
             return grade, []
         if isinstance(output, selector.Output):
-            return output.facts(self.selector_order()), []
+            return output.facts(self.shown_to(call)), []
         return NoFacts(), []

@@ -40,6 +40,7 @@ from solver.records import (
     CallPlanned,
     Decision,
     Outcome,
+    ProofFacts,
     SelectionFacts,
     VerificationFacts,
 )
@@ -83,6 +84,10 @@ class PolicyConfig:
     # and a recombination of the best proofs of ``recombine`` (2-4) different lineages.
     restart_from_pool: bool = False
     recombine: int = 0
+    final_verifications: int = 0  # a last, larger round for each accepted proof (0 = off)
+    recheck_answers: bool = False  # accepted proofs with different final answers: more rounds
+    pairwise_selection: bool = False  # choose by a bracket of pairwise comparisons
+    final_grades: int = 1  # grades of each final proof when none is accepted (median)
     reconcile: Reconcile = "rejudge"
     aggregation: Aggregation = "min"
     grading_scale: Scale = "points"
@@ -150,8 +155,10 @@ def _budget_reason(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> str:
     return ""
 
 
-def _leave_solve(state: RunState, reason: str, budget: bool) -> Step:
-    decisions: list[Decision] = []
+def _leave_solve(
+    state: RunState, reason: str, budget: bool, unchecked: tuple[Decision, ...] = ()
+) -> Step:
+    decisions: list[Decision] = list(unchecked)
     if budget and not state.budget_exhausted:
         decisions.append(Decision(kind="budget_exhausted", reason=reason))
     decisions.append(Decision(kind="phase", phase="grade", reason=reason))
@@ -162,10 +169,17 @@ def _leave_solve(state: RunState, reason: str, budget: bool) -> Step:
 def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     # The engine records the budget's end itself when what is left cannot fit a call's prompt.
     reason = _budget_reason(state, cfg, elapsed_s) or state.budget_exhausted
+    disputed = _disputed(state) if cfg.recheck_answers else set()
     if reason:
-        return _leave_solve(state, reason, budget=True)
-    if len(state.accepted()) >= cfg.accepted_needed:
-        return _leave_solve(state, f"{len(state.accepted())} candidates accepted", budget=False)
+        return _leave_solve(state, reason, budget=True, unchecked=_unchecked(state, cfg, disputed))
+    done = [ln for ln in state.accepted() if _due_check(state, ln, cfg, disputed) is None]
+    if len(done) >= cfg.accepted_needed:
+        return _leave_solve(
+            state,
+            f"{len(done)} candidates accepted",
+            budget=False,
+            unchecked=_unchecked(state, cfg, disputed),
+        )
 
     decisions: list[Decision] = []
     calls: list[CallPlanned] = []
@@ -177,6 +191,11 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
             calls.extend(c)
             if d and cfg.cancel_on_blocking and lineage.latest is not None:
                 cancel.extend(_unneeded_verifications(state, lineage.lineage, lineage.latest))
+    for lineage in sorted(state.accepted(), key=lambda ln: ln.index):
+        d, c, x = _checks_step(state, lineage, cfg, disputed)
+        decisions.extend(d)
+        calls.extend(c)
+        cancel.extend(x)
     if decisions:
         return Step(decisions=tuple(decisions), cancel=tuple(cancel))
 
@@ -194,7 +213,12 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
         calls = calls[: max(room, 0)]
         solving = any(c.phase == "solve" for c in state.in_flight())
         if not calls and not solving and room <= 0:
-            return _leave_solve(state, f"call budget of {cfg.calls} used", budget=True)
+            return _leave_solve(
+                state,
+                f"call budget of {cfg.calls} used",
+                budget=True,
+                unchecked=_unchecked(state, cfg, disputed),
+            )
     if not calls and not state.in_flight():
         return _leave_solve(state, "no lineage can go on", budget=False)
     return Step(calls=tuple(calls))
@@ -581,6 +605,162 @@ def _recurred(
     return bool(keys)
 
 
+# ---------------------------------------------------------------- later checks of accepted proofs
+
+# Issue 19 point 4. An accepted version gets, in this order, the checks that are due:
+# - "final": a last round of ``final_verifications`` verifications (the run stops only on
+#   proofs that passed it);
+# - "recheck": when accepted proofs state different final answers (at most one of them can be
+#   right), each of them another round, of ``final_verifications`` (else K) verifications.
+# A check passes when every one of its verifications with a verdict passes and there are as
+# many verdicts as the round's size; a proof that fails a check is no longer accepted
+# (``unaccepted``: a failed round of that version, after which the lineage revises from its
+# best version). A proof whose due check has not passed when the solve phase ends is
+# unaccepted too: it was not accepted under the settings the run was given.
+FINAL, RECHECK = "final", "recheck"
+
+
+def answer_of(state: RunState, version: VersionState) -> str | None:
+    """The comparison key of the final answer a version's proof states, if it states one."""
+    producer = state.calls.get(version.producer)
+    facts = producer.facts if producer is not None else None
+    answer = facts.final_answer if isinstance(facts, ProofFacts) else None
+    if not answer:
+        return None
+    from solver.answers import answer_key  # sympy loads only when answers are compared
+
+    return answer_key(answer) or None
+
+
+def _disputed(state: RunState) -> set[tuple[str, int]]:
+    """The accepted versions with a final answer, when they do not all state the same one."""
+    answers: dict[tuple[str, int], str] = {}
+    for lineage in state.accepted():
+        assert lineage.accepted_version is not None
+        key = answer_of(state, lineage.versions[lineage.accepted_version])
+        if key is not None:
+            answers[(lineage.lineage, lineage.accepted_version)] = key
+    return set(answers) if len(set(answers.values())) > 1 else set()
+
+
+def _due_check(
+    state: RunState, lineage: LineageState, cfg: PolicyConfig, disputed: set[tuple[str, int]]
+) -> str | None:
+    assert lineage.accepted_version is not None
+    version = lineage.versions[lineage.accepted_version]
+    if cfg.final_verifications and FINAL not in version.checks:
+        return FINAL
+    if (lineage.lineage, version.version) in disputed and RECHECK not in version.checks:
+        return RECHECK
+    return None
+
+
+def check_size(stage: str, cfg: PolicyConfig) -> int:
+    return (
+        cfg.final_verifications
+        if stage == FINAL
+        else (cfg.final_verifications or cfg.verifications)
+    )
+
+
+def check_calls(state: RunState, lineage: str, version: int, stage: str) -> list[CallState]:
+    """The verifications of one later check (``L0.v3.final.0``, ...), in their order."""
+    prefix = f"{lineage}.v{version}.{stage}."
+    found = [c for c in verification_calls(state, lineage, version) if c.call_id.startswith(prefix)]
+    return sorted(found, key=_ordinal)
+
+
+def _review_running(state: RunState, verification: CallState) -> bool:
+    review = state.calls.get(f"{verification.call_id}.review")
+    return review is not None and review.status == "planned"
+
+
+def _unaccepted(lineage: LineageState, version: int, reason: str) -> Decision:
+    return Decision(kind="unaccepted", lineage=lineage.lineage, version=version, reason=reason)
+
+
+def _unchecked(
+    state: RunState, cfg: PolicyConfig, disputed: set[tuple[str, int]]
+) -> tuple[Decision, ...]:
+    """On leaving the solve phase: the accepted proofs whose due check has not passed."""
+    out = []
+    for lineage in sorted(state.accepted(), key=lambda ln: ln.index):
+        stage = _due_check(state, lineage, cfg, disputed)
+        if stage is not None:
+            assert lineage.accepted_version is not None
+            why = f"its {stage} round had not passed when the solve phase ended"
+            out.append(_unaccepted(lineage, lineage.accepted_version, why))
+    return tuple(out)
+
+
+def _checks_step(
+    state: RunState, lineage: LineageState, cfg: PolicyConfig, disputed: set[tuple[str, int]]
+) -> tuple[list[Decision], list[CallPlanned], list[str]]:
+    """Decisions, calls and cancellations for an accepted lineage's due check."""
+    stage = _due_check(state, lineage, cfg, disputed)
+    if stage is None:
+        return [], [], []
+    assert lineage.accepted_version is not None
+    name, number = lineage.lineage, lineage.accepted_version
+    size = check_size(stage, cfg)
+    calls = check_calls(state, name, number, stage)
+    outcomes = [verification_outcome(state, c, cfg) for c in calls]
+    passes, fails = outcomes.count("pass"), outcomes.count("fail")
+    pending = outcomes.count("pending")
+    reviewed = {c.target for c in review_calls(state, name, number)}
+    reviews = [
+        CallPlanned(
+            call_id=f"{c.call_id}.review",
+            role="reviewer",
+            variant=cfg.variant("reviewer", 0),
+            phase="solve",
+            lineage=name,
+            version=number,
+            target=c.call_id,
+        )
+        for c in calls
+        if _needs_review(c, cfg) and c.call_id not in reviewed
+    ]
+    if reviews:
+        return [], reviews, []
+    if fails and cfg.cancel_on_blocking:
+        # Failed: judge it once the reviews in flight have said which findings stand (the
+        # reviser is shown them), and stop the verifications still running.
+        if any(_review_running(state, c) for c in calls):
+            return [], [], []
+        why = f"{stage} round: {passes}/{passes + fails} verifications passed"
+        running = [c.call_id for c in calls if c.status == "planned"]
+        return [_unaccepted(lineage, number, why)], [], running
+    cap = 2 * size if cfg.reverify_no_verdict else size
+    ask = min(size - passes - fails - pending, cap - len(calls))
+    if ask > 0:
+        first = len(calls)
+        return (
+            [],
+            [
+                CallPlanned(
+                    call_id=f"{name}.v{number}.{stage}.{n}",
+                    role="verifier",
+                    variant=cfg.variant("verifier", n),
+                    phase="solve",
+                    lineage=name,
+                    version=number,
+                )
+                for n in range(first, first + ask)
+            ],
+            [],
+        )
+    if pending:
+        return [], [], []
+    why = f"{stage} round: {passes}/{passes + fails} verifications passed"
+    if passes >= size and not fails:
+        kind = "final_passed" if stage == FINAL else "recheck_passed"
+        return [Decision(kind=kind, lineage=name, version=number, reason=why)], [], []
+    if not fails:
+        why += f" ({size} needed; the others gave no verdict)"
+    return [_unaccepted(lineage, number, why)], [], []
+
+
 # ---------------------------------------------------------------- grade, select, evaluate
 
 
@@ -617,35 +797,57 @@ def _graded_versions(state: RunState) -> list[VersionState]:
     return sorted(found, key=lambda v: order[v.lineage])
 
 
-def grade_call_id(version: VersionState) -> str:
-    return f"grade.{version.lineage}.v{version.version}"
+def grade_call_id(version: VersionState, n: int = 0) -> str:
+    """``grade.L0.v3`` for the first grade of a version, ``grade.L0.v3.1`` ... for more."""
+    base = f"grade.{version.lineage}.v{version.version}"
+    return base if n == 0 else f"{base}.{n}"
 
 
 def _grade(state: RunState, cfg: PolicyConfig) -> Step:
     finals = final_versions(state, cfg)
     if not finals:
         return Step(finish=_finish(state, None, "no complete proof was produced"))
+    # Several grades (their median ranks it) only when no proof is accepted: a grade then
+    # decides what is submitted; beside an accepted proof it is a tie-break.
+    grades = 1 if any(v.status == "accepted" for v in finals) else cfg.final_grades
+    wanted = [(v, grade_call_id(v, n)) for v in finals for n in range(grades)]
     missing = [
         CallPlanned(
-            call_id=grade_call_id(v),
+            call_id=call_id,
             role="grader",
             variant=cfg.variant("grader", 0),
             phase="grade",
             lineage=v.lineage,
             version=v.version,
         )
-        for v in finals
-        if grade_call_id(v) not in state.calls
+        for v, call_id in wanted
+        if call_id not in state.calls
     ]
     if missing:
         return Step(calls=tuple(missing))
-    if any(state.calls[grade_call_id(v)].status == "planned" for v in finals):
+    if any(state.calls[call_id].status == "planned" for _, call_id in wanted):
         return Step()
     return Step(decisions=(Decision(kind="phase", phase="select", reason="graded"),))
 
 
+def grades_of(state: RunState, version: VersionState) -> list[int | None]:
+    """Each grade call's grade of a version, in order (None: that grader gave none)."""
+    found = []
+    for n in range(MAX_GRADES):
+        call = state.calls.get(grade_call_id(version, n))
+        if call is None:
+            break
+        found.append(graded_score(call))
+    return found
+
+
+MAX_GRADES = 15  # acceptance.final_grades' bound
+
+
 def grade_of(state: RunState, version: VersionState) -> int | None:
-    return graded_score(state.calls.get(grade_call_id(version)))
+    """A version's grade: the (lower) median of the grades it was given; None with none."""
+    given = sorted(g for g in grades_of(state, version) if g is not None)
+    return given[(len(given) - 1) // 2] if given else None
 
 
 def _rank(state: RunState, version: VersionState) -> int:
@@ -668,6 +870,8 @@ def _select(state: RunState, cfg: PolicyConfig) -> Step:
         if phase == "finished":
             return Step(finish=_finish(state, state.selected, state.selection_reason))
         return Step(decisions=(Decision(kind="phase", phase="evaluate", reason="selected"),))
+    if cfg.pairwise_selection:
+        return _bracket(state, cfg)
     pool = selection_pool(state)
     if len(pool) == 1:
         only = pool[0]
@@ -691,10 +895,121 @@ def _select(state: RunState, cfg: PolicyConfig) -> Step:
     if usable and isinstance(facts, SelectionFacts) and facts.choice is not None:
         lineage, version = facts.choice
         return Step(decisions=(_selected(lineage, version, "selector's choice"),))
-    first = pool[0]
-    return Step(
-        decisions=(_selected(first.lineage, first.version, "selector gave no usable choice"),)
-    )
+    best = max(pool, key=lambda v: rank_key(state, v, cfg))
+    reason = "selector gave no usable choice; the best by pass rate and grade"
+    return Step(decisions=(_selected(best.lineage, best.version, reason),))
+
+
+# ---------------------------------------------------------------- pairwise selection
+
+# Issue 19 point 9. With ``pairwise_selection`` no selector call sees more than two proofs:
+# - the pool is the accepted final proofs; with none accepted, the final proofs that share
+#   the best rank (pass rate, then median grade); one proof in the pool is selected as it is;
+# - a single-elimination bracket, seeded by rank: in each round the best-ranked entrant gets a
+#   bye when the count is odd, and the others meet best against worst;
+# - a match is two selector calls (variant "pairwise"), the two proofs as A and B in one and
+#   swapped in the other (``select.<round>.<match>.ab`` / ``.ba``; the target names the
+#   proofs in the order shown, "L0.v3,L2.v1"). A proof wins only when both orders choose it.
+#   Orders that disagree (the choice followed the position, not the proof) or a call with no
+#   usable choice are a tie, and a tie goes to the better-ranked proof, so a failing selector
+#   falls back to the rank rule, never to a fixed lineage.
+
+
+def rank_key(
+    state: RunState, version: VersionState, cfg: PolicyConfig
+) -> tuple[float, int, int, int]:
+    """Better first when sorted in reverse: pass rate (none yet counts as 0), median grade,
+    verifications passed, then the earlier lineage."""
+    name, number = version.lineage, version.version
+    outcomes = [
+        verification_outcome(state, c, cfg) for c in verification_calls(state, name, number)
+    ]
+    rate = pass_rate(state, name, number, cfg) or 0.0
+    grade = grade_of(state, version)
+    return (rate, -1 if grade is None else grade, outcomes.count("pass"), -_index(state, version))
+
+
+def _index(state: RunState, version: VersionState) -> int:
+    return state.lineages[version.lineage].index
+
+
+def pairwise_pool(state: RunState, cfg: PolicyConfig) -> list[VersionState]:
+    """The proofs the bracket chooses among, best-ranked first."""
+    ranked = sorted(final_versions(state), key=lambda v: rank_key(state, v, cfg), reverse=True)
+    accepted = [v for v in ranked if v.status == "accepted"]
+    if accepted or not ranked:
+        return accepted
+    top = rank_key(state, ranked[0], cfg)[:2]
+    return [v for v in ranked if rank_key(state, v, cfg)[:2] == top]
+
+
+def pair_target(first: VersionState, second: VersionState) -> str:
+    return f"{first.lineage}.v{first.version},{second.lineage}.v{second.version}"
+
+
+def pair_of(target: str) -> list[tuple[str, int]]:
+    """The proofs a pairwise selector call shows, in order (ValueError if malformed)."""
+    shown = []
+    for part in target.split(","):
+        lineage, sep, version = part.rpartition(".v")
+        if not sep or not lineage or not version.isdigit():
+            raise ValueError(f"not a pair of proofs: {target!r}")
+        shown.append((lineage, int(version)))
+    return shown
+
+
+def _pick(state: RunState, call_id: str) -> tuple[str, int] | None:
+    call = state.calls[call_id]
+    facts = call.facts
+    if call.status == "completed" and call.parsed_ok and isinstance(facts, SelectionFacts):
+        return facts.choice
+    return None
+
+
+def _bracket(state: RunState, cfg: PolicyConfig) -> Step:
+    pool = pairwise_pool(state, cfg)
+    if not pool:
+        return Step(finish=_finish(state, None, "no complete proof was produced"))
+    if len(pool) == 1:
+        only = pool[0]
+        why = "only candidate" if only.status == "accepted" else "the best by pass rate and grade"
+        return Step(decisions=(_selected(only.lineage, only.version, why),))
+    entrants, rnd, matches, ties = pool, 1, 0, 0
+    while len(entrants) > 1:
+        byes = entrants[:1] if len(entrants) % 2 else []
+        rest = entrants[len(byes) :]
+        pairs = [(rest[i], rest[-1 - i]) for i in range(len(rest) // 2)]
+        ids = [(f"select.{rnd}.{m}.ab", f"select.{rnd}.{m}.ba") for m in range(len(pairs))]
+        missing = [
+            CallPlanned(
+                call_id=call_id,
+                role="selector",
+                variant="pairwise",
+                phase="select",
+                target=pair_target(a, b),
+            )
+            for (x, y), (ab, ba) in zip(pairs, ids, strict=True)
+            for call_id, a, b in ((ab, x, y), (ba, y, x))
+            if call_id not in state.calls
+        ]
+        if missing:
+            return Step(calls=tuple(missing))
+        if any(state.calls[c].status == "planned" for pair in ids for c in pair):
+            return Step()
+        winners = list(byes)
+        for (x, y), (ab, ba) in zip(pairs, ids, strict=True):
+            first, second = _pick(state, ab), _pick(state, ba)
+            matches += 1
+            if first is not None and first == second:
+                winners.append(x if first == (x.lineage, x.version) else y)
+            else:
+                ties += 1
+                winners.append(x)  # the better-ranked of the two
+        entrants = sorted(winners, key=lambda v: rank_key(state, v, cfg), reverse=True)
+        rnd += 1
+    won = entrants[0]
+    reason = f"won a pairwise bracket of {len(pool)} ({matches} matches, {ties} ties to rank)"
+    return Step(decisions=(_selected(won.lineage, won.version, reason),))
 
 
 def _selected(lineage: str, version: int, reason: str) -> Decision:

@@ -97,6 +97,8 @@ class VersionState:
     parent: int | None
     proof_artifact: str | None = None
     status: VersionStatus = "open"
+    # The later checks an accepted version has passed: "final", "recheck" (issue 19 point 4).
+    checks: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -307,6 +309,16 @@ class RunState:
             lineage.versions[number].status = "accepted"
             lineage.consecutive_failures = 0
         elif kind == "round_failed" and lineage is not None and number is not None:
+            lineage.versions[number].status = "failed"
+            lineage.consecutive_failures += 1
+            for key in _confirmed_keys(self, name or "", number):
+                lineage.confirmed_keys.add(key)
+        elif kind in ("final_passed", "recheck_passed") and lineage is not None:
+            if number is not None:
+                lineage.versions[number].checks.add(kind.removesuffix("_passed"))
+        elif kind == "unaccepted" and lineage is not None and number is not None:
+            # It failed a later check: a failed round of that version, and the lineage goes on.
+            lineage.accepted_version = None
             lineage.versions[number].status = "failed"
             lineage.consecutive_failures += 1
             for key in _confirmed_keys(self, name or "", number):

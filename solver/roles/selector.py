@@ -1,9 +1,10 @@
 """Selector: pick the submission among accepted (or best partial) candidates.
 
 Sees the problem and the candidates' proof texts, anonymised and already shuffled by the
-engine (with a recorded seed), shown as "Proof A", "Proof B", ... Output contract:
+engine (with a recorded seed), shown as "Proof A", "Proof B", ... The "pairwise" variant is
+shown exactly two, Proof A and Proof B (one match of the loop's bracket). Output contract:
 ``{"choice": "<letter>", "reason": "..."}``. Output that does not name one of the shown proofs
-gives ``choice=None``: the engine then takes the first accepted candidate.
+gives ``choice=None``: the policy then ranks the candidates by pass rate and grade instead.
 """
 
 from __future__ import annotations
@@ -20,8 +21,12 @@ from solver.roles.jsonblock import find_object, lower_keys
 from solver.roles.proof import strip_thinking
 
 NAME = "selector"
-VARIANTS: tuple[str, ...] = ("standard",)
-TEMPLATES: dict[str, tuple[str, str]] = {"standard": ("selector/system.j2", "selector/user.j2")}
+VARIANTS: tuple[str, ...] = ("standard", "pairwise")
+# "pairwise": two proofs, A and B, one match of the loop's bracket (shown in both orders).
+TEMPLATES: dict[str, tuple[str, str]] = {
+    "standard": ("selector/system.j2", "selector/user.j2"),
+    "pairwise": ("selector/pairwise.system.j2", "selector/user.j2"),
+}
 MAX_SHOWN = 26 * 27  # labels A..ZZ
 
 

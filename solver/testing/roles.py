@@ -33,4 +33,6 @@ def role_of(request: RecordedRequest) -> str:
         return "grader"
     if "choose which of several candidate proofs" in system:
         return "selector"
+    if "compare two candidate proofs" in system:
+        return "selector"  # the pairwise variant
     raise AssertionError(f"unrecognised role; system prompt starts {system[:80]!r}")
