@@ -116,8 +116,17 @@ BEFORE = {
     "concurrency": 8,
 }
 
+# Issue 19 points 4 and 9, each against the defaults (docs/bench-policy.md, "Final checks and
+# selection").
+FINAL_ROUND = {"acceptance.final_verifications": 10}
+PAIRWISE = {"acceptance.pairwise_selection": True, "acceptance.final_grades": 3}
+
 POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
+    Policy("final5", "defaults + a final round of 5", {"acceptance.final_verifications": 5}),
+    Policy("final10", "defaults + a final round of 10", FINAL_ROUND),
+    Policy("pairwise", "defaults + pairwise selection, 3 grades", PAIRWISE),
+    Policy("final+pw", "defaults + final round of 10 + pairwise", {**FINAL_ROUND, **PAIRWISE}),
     Policy("before", "solver.config defaults before issue 19", BEFORE, baseline=True),
     # Issue 19 points 1, 8 and 10, each on top of today's defaults, then together.
     Policy("self", "defaults + acceptance.self_improve", {"acceptance.self_improve": True}),

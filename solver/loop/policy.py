@@ -1008,7 +1008,7 @@ def _bracket(state: RunState, cfg: PolicyConfig) -> Step:
         entrants = sorted(winners, key=lambda v: rank_key(state, v, cfg), reverse=True)
         rnd += 1
     won = entrants[0]
-    reason = f"won a pairwise bracket of {len(pool)} ({matches} matches, {ties} ties to rank)"
+    reason = f"won a pairwise bracket of {len(pool)} ({matches} matches, {ties} settled by rank)"
     return Step(decisions=(_selected(won.lineage, won.version, reason),))
 
 
