@@ -9,6 +9,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from solver.answers import answer_key
 from solver.loop.policy import grade_of, pair_of
 from solver.loop.state import RunState
 from solver.records import SelectionFacts
@@ -318,3 +321,15 @@ def test_a_failed_selector_falls_back_by_rank_not_to_the_first_lineage(tmp_path:
         assert state.selected == ("L2", 0), pairwise
         if not pairwise:
             assert state.selection_reason.startswith("selector gave no usable choice")
+
+
+def test_a_pair_target_names_two_versions_in_order() -> None:
+    assert pair_of("L0.v3,L12.v0") == [("L0", 3), ("L12", 0)]
+    for bad in ("L0,L1.v2", "L0.vx,L1.v2", ".v1,L1.v2"):
+        with pytest.raises(ValueError):
+            pair_of(bad)
+
+
+def test_answer_keys_agree_on_one_answer_and_differ_on_two() -> None:
+    assert answer_key("$\\boxed{2}$") == answer_key("2")
+    assert answer_key("2") != answer_key("3")
