@@ -672,6 +672,7 @@ def run_all(
     audit_every: int,
     problems: tuple[ProblemParams, ...] = PROBLEMS,
     jobs: int = 1,
+    first_seed: int = 0,
 ) -> list[Session]:
     """Every session of every policy and problem, in that order; ``jobs`` worker processes
     (each session is a pure function of its seed, so the results do not depend on them)."""
@@ -689,7 +690,7 @@ def run_all(
             )
             for policy in policies
             for params in problems
-            for seed in range(sessions)
+            for seed in range(first_seed, first_seed + sessions)
         ]
         if jobs <= 1:
             return [_run_task(task) for task in tasks]
@@ -877,6 +878,9 @@ def main(argv: list[str] | None = None) -> int:
         "--sweep-problems", default="", help="comma-separated subset of problems for the sweep"
     )
     parser.add_argument("--json", action="store_true", help="per-session rows as JSON lines")
+    parser.add_argument(
+        "--first-seed", type=int, default=0, help="seeds from this one on (to extend a run)"
+    )
     parser.add_argument("--sessions-override", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
@@ -919,6 +923,7 @@ def main(argv: list[str] | None = None) -> int:
         audit_every=args.audit_every,
         problems=problems,
         jobs=args.jobs,
+        first_seed=args.first_seed,
     )
     if args.json:
         for s in sessions:
