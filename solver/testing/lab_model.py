@@ -432,22 +432,22 @@ class LabModel:
         return f"Choice.\n\n```json\n{json.dumps(payload)}\n```"
 
 
-# The answer's share of a call's output tokens when its reasoning is cut at a thinking budget.
+# The answer's share of a call's output tokens; the rest is reasoning.
 _ANSWER_SHARE = 0.2
 
 
 def _thinking_budgeted(body: dict[str, object], completion: int, limit: int) -> int | None:
     """A thinking budget as SGLang's processor applies it (``custom_params.thinking_budget``):
-    a call whose output would pass ``limit`` ends its reasoning at the budget and still
-    writes its answer (its output tokens returned); None when no budget applies or the
-    answer would not fit either."""
+    reasoning longer than the budget ends there and the answer follows, so a call that would
+    have been cut at ``limit`` can end with its answer. The call's output tokens; None when no
+    budget applies, or when even the shortened output passes ``limit`` (then it is cut)."""
     params = body.get("custom_params")
     budget = params.get("thinking_budget") if isinstance(params, dict) else None
-    if not isinstance(budget, int) or not limit or completion <= limit:
-        return None
     answer = max(int(completion * _ANSWER_SHARE), 1)
-    total = min(budget, completion - answer) + answer
-    return total if total <= limit else None
+    if not isinstance(budget, int) or completion - answer <= budget:
+        return None
+    total = budget + answer
+    return total if not limit or total <= limit else None
 
 
 def _findings_of(report: str) -> list[dict[str, object]]:
