@@ -49,6 +49,7 @@ from solver.llm.probe import (
     parse_server_info,
     prompt_tokens_from_error,
 )
+from solver.llm.sampling import one_sampling_knob
 from solver.llm.thinking import (
     refusal_names_processor,
     thinking_budget_blocker,
@@ -238,7 +239,7 @@ class ModelClient:
         """Run ``request`` to a :class:`Completion`, retrying per policy; raises a
         :class:`TransportError` subclass when it gives up."""
         effective, cap = await self._capped(request, observer)
-        effective = self._thinking(effective)
+        effective = self._thinking(one_sampling_knob(self.endpoint.api, effective))
         retrying = _policy.retrying(self.retry)
         recapped = False
         async for attempt in retrying:

@@ -116,3 +116,17 @@ def test_a_max_tokens_above_the_served_context_is_said_once(tmp_path: Path) -> N
     assert "verifier 200000" in note and "131072" in note
     started = _journal(outcome.run_dir, "llm.started")
     assert all(s["max_tokens_cap"] for s in started)  # each capped call says so
+
+
+def test_anthropic_gets_temperature_alone_when_both_are_set() -> None:
+    from solver.llm.sampling import one_sampling_knob
+
+    request = Request(
+        model="m", messages=(Message.text("user", "x"),), max_tokens=8, temperature=1.0, top_p=0.95
+    )
+    sent = one_sampling_knob("anthropic", request)
+    body = orjson.loads(encode("anthropic", sent))
+    assert body["temperature"] == 1.0 and "top_p" not in body
+    assert one_sampling_knob("chat", request) is request
+    only_top_p = Request(model="m", messages=request.messages, max_tokens=8, top_p=0.9)
+    assert one_sampling_knob("anthropic", only_top_p) is only_top_p
