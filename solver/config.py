@@ -34,10 +34,20 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+# Sampling as the public GLM-5 evaluations run it (docs/roles.md, Sampling): sent in every
+# request, so a run can say what it sampled with. None (only in manifests of runs made
+# before sampling was explicit) leaves the server's default.
+DEFAULT_TEMPERATURE = 1.0
+DEFAULT_TOP_P = 0.95
+
+
 class RoleSettings(_Section):
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    temperature: float | None = Field(default=DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=DEFAULT_TOP_P, gt=0.0, le=1.0)
     max_tokens: int = Field(default=256_000, ge=1)
+    # Tokens of reasoning before the server forces the answer (SGLang's thinking-budget
+    # logit processor); None: no budget, only max_tokens bounds a call.
+    thinking_budget: int | None = Field(default=None, ge=1)
     reasoning: bool | None = None
     # Another endpoint (and model family) for this role; None: the run's own endpoint.
     endpoint: str | None = None

@@ -139,6 +139,15 @@ class EndpointProbed(_Rec):
     context_length: int | None
     response: BlobLink | None
     model_changed_from: str | None = None
+    # what this endpoint makes of the run's settings, said once: a thinking budget it does not
+    # take, a max_tokens above its context (docs/format.md, Request fields)
+    notes: list[str] = Field(default_factory=list)
+
+    def data(self) -> dict[str, Any]:
+        out = super().data()
+        if not self.notes:
+            del out["notes"]  # a probe with nothing to say keeps the record's old shape
+        return out
 
 
 class NetConnect(_Rec):

@@ -54,6 +54,7 @@ from solver.llm.events import (
 from solver.llm.fold import Folder, fold_events, split_orphan_think
 from solver.llm.normalize import RUNAWAY_WHITESPACE
 from solver.llm.probe import estimate_prompt_tokens, parse_server_info
+from solver.llm.thinking import thinking_budget_blocker
 from solver.llm.types import (
     AttemptEnd,
     AttemptObserver,
@@ -129,4 +130,5 @@ __all__ = [
     "retry_after_seconds",
     "retryable_status",
     "split_orphan_think",
+    "thinking_budget_blocker",
 ]

@@ -43,7 +43,19 @@ from solver.llm.events import (
     ToolCallDelta,
 )
 from solver.llm.fold import Folder
-from solver.llm.probe import estimate_prompt_tokens, parse_server_info, prompt_tokens_from_error
+from solver.llm.probe import (
+    custom_logit_processor_enabled,
+    estimate_prompt_tokens,
+    parse_server_info,
+    prompt_tokens_from_error,
+)
+from solver.llm.sampling import one_sampling_knob
+from solver.llm.thinking import (
+    refusal_names_processor,
+    thinking_budget_blocker,
+    with_thinking_budget,
+    without_thinking_budget,
+)
 from solver.llm.types import (
     AttemptEnd,
     AttemptObserver,
@@ -75,9 +87,12 @@ class ModelClient:
         transport: httpx.AsyncBaseTransport | None = None,
         prompt_tokens: Callable[[Request], Awaitable[int]] | None = None,
         on_connect: Callable[[Connection], None] | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> None:
         """``on_connect`` hears of each connection opened by a request that has no observer
-        (the endpoint probe), so a run can journal those too: later calls may reuse them."""
+        (the endpoint probe), so a run can journal those too: later calls may reuse them.
+        ``on_notice`` hears, once, of what the client stopped sending because the server
+        refused it (a thinking budget); it may be set after construction."""
         self.endpoint = endpoint
         self.deadlines = deadlines
         self.retry = retry
@@ -87,6 +102,9 @@ class ModelClient:
         self._transport = transport
         self._prompt_tokens = prompt_tokens
         self._on_connect = on_connect
+        self.on_notice = on_notice
+        # why the server refused the thinking-budget fields; set, they are no longer sent
+        self.thinking_budget_refused: str | None = None
         self._http: httpx.AsyncClient | None = None
         self._server: ServerInfo | None = None
         self._probed = False
@@ -180,6 +198,15 @@ class ModelClient:
                     if props.status_code == 200:
                         extra = parse_server_info(props.content, props_url)
                         info = replace(info, context_length=extra.context_length)
+                if info.server == "sglang":
+                    # whether it takes a thinking-budget processor (a router has no such page)
+                    info_url = self.endpoint.url_for("/server_info", versioned=False)
+                    answer = await client.get(
+                        info_url, headers=headers, extensions=extensions, timeout=timeout
+                    )
+                    if answer.status_code == 200:
+                        enabled = custom_logit_processor_enabled(answer.content)
+                        info = replace(info, custom_logit_processor=enabled)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise EndpointUnreachable(
                 self._redact(f"cannot reach {url}: {exc!r}"), url=url
@@ -212,6 +239,7 @@ class ModelClient:
         """Run ``request`` to a :class:`Completion`, retrying per policy; raises a
         :class:`TransportError` subclass when it gives up."""
         effective, cap = await self._capped(request, observer)
+        effective = self._thinking(one_sampling_knob(self.endpoint.api, effective))
         retrying = _policy.retrying(self.retry)
         recapped = False
         async for attempt in retrying:
@@ -233,6 +261,13 @@ class ModelClient:
                     effective, cap = fixed
                     exc.retryable = True
                     raise
+                except (HTTPStatusError, StreamProtocolError) as exc:
+                    if not self._refused_budget(effective, exc):
+                        raise
+                    # the same request without the fields: bounded by max_tokens alone
+                    effective = without_thinking_budget(effective)
+                    exc.retryable = True
+                    raise
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     async def _capped(
@@ -251,6 +286,36 @@ class ModelClient:
         if request.max_tokens <= cap:
             return request, None
         return replace(request, max_tokens=cap), cap
+
+    def _thinking(self, request: Request) -> Request:
+        """The request with its thinking budget in the server's fields, or without it where
+        the server does not take them (non-SGLang, no processor flag, refused before)."""
+        if request.thinking_budget is None:
+            return request
+        blocked = self.thinking_budget_refused or thinking_budget_blocker(
+            self.endpoint.api, self._server
+        )
+        if blocked is not None:
+            return without_thinking_budget(request)
+        return with_thinking_budget(request)
+
+    def _refused_budget(self, request: Request, exc: HTTPStatusError | StreamProtocolError) -> bool:
+        """Whether ``exc`` is a 400 refusing the thinking-budget fields ``request`` carried;
+        if so it is remembered (and told once), so no later call sends them."""
+        if request.thinking_budget is None or isinstance(exc, ContextLengthExceeded):
+            return False
+        if exc.status != 400 or not refusal_names_processor(exc.message):
+            return False
+        first = self.thinking_budget_refused is None
+        self.thinking_budget_refused = (
+            f"the server refused the thinking-budget fields ({exc.message[:200]})"
+        )
+        if first and self.on_notice is not None:
+            self.on_notice(
+                f"thinking budget not sent: {self.thinking_budget_refused}; "
+                "calls are bounded by max_tokens only"
+            )
+        return True
 
     async def _probe_once(self, observer: AttemptObserver) -> None:
         """Concurrent calls share one probe. A failed probe means no capping for this call

@@ -76,6 +76,7 @@ def request_params(request: Request) -> dict[str, Any]:
         "tool_choice": request.tool_choice,
         "stream": request.stream,
         "extra": [[key, value] for key, value in request.extra],
+        "thinking_budget": request.thinking_budget,
     }
 
 
@@ -97,6 +98,7 @@ def request_from_params(messages: tuple[Message, ...], params: dict[str, Any]) -
         tool_choice=params.get("tool_choice"),
         stream=params.get("stream", True),
         extra=tuple((key, value) for key, value in params.get("extra") or ()),
+        thinking_budget=params.get("thinking_budget"),
     )
 
 

@@ -96,6 +96,10 @@ class Request:
     ``reasoning`` None leaves the server default; True/False asks for thinking on/off in the
     protocol's own way. ``extra`` is merged into the encoded body last (server extensions such
     as llama.cpp's ``cache_prompt``); it is part of the recorded request like everything else.
+    ``thinking_budget`` is what the caller asks for (reasoning tokens before the answer); the
+    client turns it into the server's own fields in ``extra`` where the server takes them
+    (:mod:`solver.llm.thinking`) and drops it where it does not, so it never reaches a body
+    by itself.
     """
 
     model: str
@@ -110,6 +114,7 @@ class Request:
     tool_choice: Literal["auto", "none", "required"] | None = None
     stream: bool = True
     extra: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+    thinking_budget: int | None = None
 
 
 # ---------------------------------------------------------------- stream side

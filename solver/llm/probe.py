@@ -22,7 +22,12 @@ from solver.llm.events import (
 )
 from solver.llm.types import ServerInfo
 
-__all__ = ["estimate_prompt_tokens", "parse_server_info", "prompt_tokens_from_error"]
+__all__ = [
+    "custom_logit_processor_enabled",
+    "estimate_prompt_tokens",
+    "parse_server_info",
+    "prompt_tokens_from_error",
+]
 
 _PER_MESSAGE = 8  # chat-template tokens around each message
 _PER_IMAGE = 1024
@@ -40,6 +45,7 @@ def parse_server_info(raw: bytes, url: str) -> ServerInfo:
         return ServerInfo(models=(), context_length=None, raw=raw, url=url)
     models: list[str] = []
     context: int | None = None
+    server: str | None = None
     if isinstance(body, dict):
         settings = body.get("default_generation_settings")
         if isinstance(settings, dict):
@@ -50,6 +56,9 @@ def parse_server_info(raw: bytes, url: str) -> ServerInfo:
                 continue
             if isinstance(entry.get("id"), str):
                 models.append(entry["id"])
+            owner = entry.get("owned_by")
+            if server is None and isinstance(owner, str) and owner:
+                server = owner[:64]
             meta: dict[str, Any] = entry["meta"] if isinstance(entry.get("meta"), dict) else {}
             found = (
                 _positive_int(entry.get("max_model_len"))
@@ -59,7 +68,18 @@ def parse_server_info(raw: bytes, url: str) -> ServerInfo:
             )
             if context is None and found is not None:
                 context = found
-    return ServerInfo(models=tuple(models), context_length=context, raw=raw, url=url)
+    return ServerInfo(models=tuple(models), context_length=context, raw=raw, url=url, server=server)
+
+
+def custom_logit_processor_enabled(raw: bytes) -> bool | None:
+    """SGLang's ``/server_info`` holds its server arguments at the top level, among them
+    ``enable_custom_logit_processor``; None when the body does not say."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    value = body.get("enable_custom_logit_processor") if isinstance(body, dict) else None
+    return value if isinstance(value, bool) else None
 
 
 def estimate_prompt_tokens(request: Request) -> int:

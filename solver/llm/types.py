@@ -87,10 +87,16 @@ class RetryPolicy:
 
 @dataclass(frozen=True, slots=True)
 class ServerInfo:
+    """What the probe learnt. ``server`` is the ``owned_by`` of the models list (``sglang``,
+    ``vllm``, ``llamacpp``; None when it names none); ``custom_logit_processor`` is SGLang's
+    ``enable_custom_logit_processor`` from ``/server_info`` (None: not asked, or not told)."""
+
     models: tuple[str, ...]
     context_length: int | None
     raw: bytes
     url: str
+    server: str | None = None
+    custom_logit_processor: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,6 +132,8 @@ class _JournalView:
             self.event(t, "session", text)
         elif isinstance(record, EndpointProbed):
             self.event(t, "endpoint", f"endpoint serves {record.served_model}")
+            for note in record.notes:
+                self.event(t, "endpoint", note)
         elif isinstance(record, Decision):
             template = _DECISION_TEXT.get(record.kind, record.kind)
             text = template.format(

@@ -56,6 +56,7 @@ from solver.records import (
     SessionStarted,
     parse_loop_record,
 )
+from solver.run.endpoint_notes import endpoint_notes
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
 from solver.run.sources import (
     resolve_endpoint,
@@ -154,6 +155,7 @@ def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[s
             "top_p": chosen.top_p,
             "reasoning": chosen.reasoning,
             "seed": seed,
+            "thinking_budget": chosen.thinking_budget,
         }
 
     return sampling
@@ -322,16 +324,23 @@ class _Session:
                     f"{state.first_served_model!r}; pass --allow-model-change to go on anyway"
                 )
             changed = state.first_served_model
-        self.recorder.append(
-            EndpointProbed(
-                url=mask_url(info.url),
-                models=list(info.models),
-                served_model=served,
-                context_length=info.context_length,
-                response=self.recorder.blob(info.raw) if info.raw else None,
-                model_changed_from=changed,
-            )
+        probed = EndpointProbed(
+            url=mask_url(info.url),
+            models=list(info.models),
+            served_model=served,
+            context_length=info.context_length,
+            response=self.recorder.blob(info.raw) if info.raw else None,
+            model_changed_from=changed,
+            notes=endpoint_notes(self.plan.settings, info, endpoint.api),
         )
+        self.recorder.append(probed)
+
+        def notice(text: str) -> None:
+            # learnt mid-session (the server refused a field the probe could not rule out):
+            # the endpoint is recorded again with what it refused, once
+            self.recorder.append(probed.model_copy(update={"response": None, "notes": [text]}))
+
+        client.on_notice = notice
         return endpoint.model or served
 
     def engine(self, client: ModelClient, model: str, routes: dict[str, Route]) -> Engine:

@@ -20,6 +20,18 @@ not accumulate), one token per SSE chunk, then a usage chunk and ``[DONE]``. Eve
 streamed or for a health probe, passes through one "scheduler" that the control file can stall
 or wedge.
 
+Thinking budgets as SGLang takes them (``custom_logit_processor`` plus ``custom_params:
+{"thinking_budget": N}``): with ``reasoning_tokens`` R a response first streams R tokens of
+``reasoning_content``, then an answer of ``tokens`` tokens; a budget below R ends the
+reasoning after N tokens, as the processor forcing ``</think>`` does. Started with
+``custom_logit_processor=False`` the server refuses a request carrying a processor as SGLang
+0.5.23 does without ``--enable-custom-logit-processor``
+(``TokenizerManager._validate_one_request``): HTTP 400 for a non-stream request, an in-band
+error chunk with code 400 in a stream. ``/server_info`` tells the flag as
+``enable_custom_logit_processor`` unless ``server_info_flag=False`` (a server that does not
+say). ``/v1/models`` says ``owned_by: "sglang"``; every request body received is kept in
+``bodies``.
+
 A control file (JSON, re-read on every request and token) changes behaviour while it runs::
 
     {"unresponsive": true}           every GET is dropped unanswered (the HTTP server hangs)
@@ -80,7 +92,14 @@ class FakeSGLang:
         health_poll: float = 1.0,
         accept_length: float | None = None,
         router: bool = False,
+        reasoning_tokens: int = 0,
+        custom_logit_processor: bool = True,
+        server_info_flag: bool = True,
     ) -> None:
+        self.reasoning_tokens = reasoning_tokens
+        self.custom_logit_processor = custom_logit_processor
+        self.server_info_flag = server_info_flag
+        self.bodies: list[dict[str, Any]] = []
         self.record = record
         self.health_check_timeout = health_check_timeout
         self.health_poll = health_poll
@@ -240,7 +259,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
         elif path == "/server_info":
-            self._json(200, {"version": "0.0.0-fake", "context_length": fake.context_length})
+            info: dict[str, Any] = {"version": "0.0.0-fake", "context_length": fake.context_length}
+            if fake.server_info_flag:
+                info["enable_custom_logit_processor"] = fake.custom_logit_processor
+            self._json(200, info)
         elif path == "/model_info":
             self._json(200, {"model_path": "fake/model", "reasoning_parser": "glm45"})
         else:
@@ -248,7 +270,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _models(self) -> dict[str, Any]:
         fake = self.fake
-        model = {"id": fake.served_model, "object": "model", "max_model_len": fake.context_length}
+        model = {
+            "id": fake.served_model,
+            "object": "model",
+            "owned_by": "sglang",
+            "max_model_len": fake.context_length,
+        }
         return {"object": "list", "data": [model]}
 
     def _router_get(self, path: str) -> None:
@@ -273,11 +300,28 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/chat/completions":
             self._json(404, {"error": "no route"})
             return
+        fake.bodies.append(body)
+        refused = body.get("custom_logit_processor") and not fake.custom_logit_processor
+        if refused and not body.get("stream"):
+            self._json(400, {"object": "error", "message": _REFUSED, "code": 400})
+            return
         tokens = int(body.get("max_tokens") or fake.tokens)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
+        if refused:
+            self._chunk({"error": {"message": _REFUSED, "type": "BadRequest", "code": 400}})
+            self._write(b"data: [DONE]\n\n")
+            self._write(b"")
+            return
+        thinking = _thinking_tokens(body, fake.reasoning_tokens)
+        finish = "length"  # the plain stand-in decodes to max_tokens
+        if fake.reasoning_tokens:
+            # reasoning, then an answer of `tokens` tokens, unless max_tokens cuts it
+            whole = thinking + fake.tokens
+            finish = "stop" if whole <= tokens else "length"
+            tokens = min(tokens, whole)
         if fake.ttft and fake.closing.wait(fake.ttft):
             return
         start = last_sent = 0.0
@@ -289,14 +333,14 @@ class _Handler(BaseHTTPRequestHandler):
                         return
                 if not fake.emit_token():
                     return
-                delta = {"content": f" t{k}"}
+                delta = {"reasoning_content": f" r{k}"} if k < thinking else {"content": f" t{k}"}
                 self._chunk({"choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
                 last_sent = time.perf_counter()
                 if not k:
                     # the schedule starts when the first token has left, so a late first write
                     # (a busy machine) does not shorten the measured span
                     start = time.perf_counter()
-            self._chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+            self._chunk({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
             usage = {"prompt_tokens": 8, "completion_tokens": tokens, "total_tokens": tokens + 8}
             self._chunk({"choices": [], "usage": usage})
             self._write(b"data: [DONE]\n\n")
@@ -329,6 +373,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+_REFUSED = (
+    "The server is not configured to enable custom logit processor. "
+    "Please set `--enable-custom-logit-processor` to enable this feature."
+)
+
+
+def _thinking_tokens(body: dict[str, Any], reasoning: int) -> int:
+    """How many tokens of a response are reasoning: ``reasoning``, or fewer when a
+    thinking-budget processor came with a budget below it."""
+    params = body.get("custom_params")
+    budget = params.get("thinking_budget") if isinstance(params, dict) else None
+    if body.get("custom_logit_processor") and isinstance(budget, int) and budget >= 0:
+        return min(reasoning, budget)
+    return reasoning
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
@@ -342,6 +402,10 @@ def main() -> None:
     parser.add_argument("--health-poll", type=float, default=1.0)
     parser.add_argument("--accept-length", type=float, default=None)
     parser.add_argument("--router", action="store_true", help="answer as sglang-router does")
+    parser.add_argument("--reasoning-tokens", type=int, default=0)
+    parser.add_argument(
+        "--no-custom-logit-processor", action="store_true", help="refuse a thinking budget"
+    )
     args = parser.parse_args()
     fake = FakeSGLang(
         port=args.port,
@@ -354,6 +418,8 @@ def main() -> None:
         health_poll=args.health_poll,
         accept_length=args.accept_length,
         router=args.router,
+        reasoning_tokens=args.reasoning_tokens,
+        custom_logit_processor=not args.no_custom_logit_processor,
     )
     if args.child_pid_file is not None:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])

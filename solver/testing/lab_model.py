@@ -224,7 +224,10 @@ class LabModel:
         completion = draws.lognormal(median, sigma)
         limit = int(request.json.get("max_tokens") or request.json.get("max_output_tokens") or 0)
         finish = "stop"
-        if limit and completion > limit:
+        budgeted = _thinking_budgeted(request.json, completion, limit)
+        if budgeted is not None:
+            completion = budgeted
+        elif limit and completion > limit:
             completion, finish = limit, "length"
             text = text[: max(len(text) // 3, 1)]  # cut mid-answer: no closing sections
         reasoning = "Thinking about the problem."
@@ -427,6 +430,24 @@ class LabModel:
             index = draws.pick(len(found))
         payload = {"choice": chr(ord("A") + index), "reason": "most rigorous"}
         return f"Choice.\n\n```json\n{json.dumps(payload)}\n```"
+
+
+# The answer's share of a call's output tokens; the rest is reasoning.
+_ANSWER_SHARE = 0.2
+
+
+def _thinking_budgeted(body: dict[str, object], completion: int, limit: int) -> int | None:
+    """A thinking budget as SGLang's processor applies it (``custom_params.thinking_budget``):
+    reasoning longer than the budget ends there and the answer follows, so a call that would
+    have been cut at ``limit`` can end with its answer. The call's output tokens; None when no
+    budget applies, or when even the shortened output passes ``limit`` (then it is cut)."""
+    params = body.get("custom_params")
+    budget = params.get("thinking_budget") if isinstance(params, dict) else None
+    answer = max(int(completion * _ANSWER_SHARE), 1)
+    if not isinstance(budget, int) or completion - answer <= budget:
+        return None
+    total = budget + answer
+    return total if not limit or total <= limit else None
 
 
 def _findings_of(report: str) -> list[dict[str, object]]:

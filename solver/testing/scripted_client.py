@@ -40,6 +40,7 @@ from solver.llm import (
 from solver.llm._policy import host_port
 from solver.llm.codec import StreamDecoder, encode_request
 from solver.llm.fold import Folder
+from solver.llm.sampling import one_sampling_knob
 from solver.testing import fake_wire as wire
 from solver.testing.fake_endpoint import RecordedRequest, Reply, Responder
 
@@ -72,8 +73,13 @@ class ScriptedClient(ModelClient):
         context_length: int | None = 131072,
         on_connect: Callable[[Connection], None] | None = None,
         pace: Pacer | None = None,
+        thinking_budget: bool = False,
     ) -> None:
+        """``thinking_budget``: answer the probe as SGLang taking a thinking-budget
+        processor, so requests with a budget carry it (off: the probe's bytes stay as
+        they were)."""
         super().__init__(endpoint, on_connect=on_connect)
+        self.thinking_budget = thinking_budget
         self._responder = responder
         self._script = list(responder) if isinstance(responder, list) else None
         self.served_model = served_model
@@ -96,7 +102,10 @@ class ScriptedClient(ModelClient):
         return Connection(host=self._host, port=self._port, address=f"{address}:{self._port}")
 
     async def probe(self, observer: AttemptObserver | None = None) -> ServerInfo:
+        # an SGLang server with --enable-custom-logit-processor, as the serve recipes start
         model: dict[str, object] = {"id": self.served_model, "object": "model"}
+        if self.thinking_budget:
+            model["owned_by"] = "sglang"
         if self.context_length is not None:
             model["max_model_len"] = self.context_length
         raw = json.dumps({"object": "list", "data": [model]}).encode()
@@ -110,6 +119,8 @@ class ScriptedClient(ModelClient):
             context_length=self.context_length,
             raw=raw,
             url=self.endpoint.api_root + "/models",
+            server="sglang" if self.thinking_budget else None,
+            custom_logit_processor=True if self.thinking_budget else None,
         )
         self._server = info
         self._probed = True
@@ -125,6 +136,7 @@ class ScriptedClient(ModelClient):
 
     async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
         effective, cap = await self._capped(request, observer)
+        effective = self._thinking(one_sampling_knob(self.endpoint.api, effective))
         api = self.endpoint.api
         body = encode_request(api, effective)
         request_id = new_request_id()

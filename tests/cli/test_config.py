@@ -33,6 +33,17 @@ def test_defaults(tmp_path: Path) -> None:
     assert s.role("generator").max_tokens == 256_000
     assert s.acceptance.verifications == 5 and s.acceptance.accepted_needed == 2
     assert resolved.sources["candidates"] == "default"
+    for name in ("generator", "verifier", "grader"):
+        role = s.role(name)
+        assert (role.temperature, role.top_p, role.thinking_budget) == (1.0, 0.95, None)
+    assert resolved.sources["roles.verifier.top_p"] == "default"
+
+
+def test_a_thinking_budget_per_role(tmp_path: Path) -> None:
+    (tmp_path / "solver.toml").write_text("[roles.generator]\nthinking_budget = 32000\n")
+    s = resolve_settings(env={}, cwd=tmp_path).settings
+    assert s.role("generator").thinking_budget == 32000
+    assert s.role("reviser").thinking_budget is None
 
 
 def test_file_over_defaults(tmp_path: Path) -> None:
@@ -100,6 +111,7 @@ def test_vendor_variables_apply_to_their_protocol_only(tmp_path: Path) -> None:
         ("[roles.prover]\ntemperature = 1\n", "unknown key 'roles.prover.temperature'"),
         ('candidates = "many"\n', "key 'candidates'"),
         ("[acceptance]\nverifications = 0\n", "key 'acceptance.verifications'"),
+        ("[roles.generator]\nthinking_budget = 0\n", "key 'roles.generator.thinking_budget'"),
         ("candidates = \n", "invalid TOML"),
     ],
 )
