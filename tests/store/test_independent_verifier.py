@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from . import page_rules
 from .conftest import BuiltRun, Keys, audit_store, build_run
 
 
@@ -276,8 +277,17 @@ def page_loop_problems(run: Path) -> tuple[int, int, list[str]]:
     return len(contexts), bodies, problems
 
 
+def audit_row(run: Path, name: str) -> tuple[str, list[str]]:
+    """The status of ``solver audit``'s rows named ``name``, and where the failing ones are."""
+    from solver.audit import audit_run
+
+    rows = [c for c in audit_run(run).checks if c.name == name]
+    status = "fail" if any(c.status == "fail" for c in rows) else rows[0].status
+    return status, [str(c.where) for c in rows if c.status == "fail"]
+
+
 @pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
-def test_prompts_and_request_bodies_re_made_from_the_page(tmp_path: Path, api: str) -> None:
+def test_prompts_bodies_and_isolation_re_made_from_the_page(tmp_path: Path, api: str) -> None:
     from solver.testing import FakeEndpoint
     from tests.loop import scripts
     from tests.loop.harness import solve
@@ -294,6 +304,82 @@ def test_prompts_and_request_bodies_re_made_from_the_page(tmp_path: Path, api: s
         if b'"type":"context.built"' in line
     }
     assert {"generator", "verifier", "reviewer", "reviser", "selector", "grader"} <= roles_seen
+    # The isolation verdict, with every derived input re-made from the page's rules.
+    verdicts = page_rules.isolation(run)
+    assert verdicts.problems == []
+    assert audit_row(run, "isolation") == ("pass", [])
+    assert verdicts.contexts == contexts
+    assert verdicts.from_responses["proof_text"] >= 2
+    assert verdicts.from_responses["verification_report"] >= 2
+    assert verdicts.derived["confirmed_findings"] >= 1
+    assert verdicts.derived["anonymised_proofs"] == 1
+
+
+def test_evaluation_inputs_re_made_from_the_page(tmp_path: Path) -> None:
+    """Evaluation mode: a drafted marking scheme and graders' judgments, re-made too."""
+    from solver.testing import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    problem = (
+        '---\nid: odd-squares-ref\nreference_solution: "Work modulo 4."\n---\n'
+        "Prove that the sum of the squares of two odd integers is never a perfect square.\n"
+    )
+    with FakeEndpoint(scripts.solved) as fake:
+        run = solve(fake, tmp_path, problem, candidates=1).run_dir
+    verdicts = page_rules.isolation(run)
+    assert verdicts.problems == []
+    assert audit_row(run, "isolation") == ("pass", [])
+    assert verdicts.from_responses["marking_scheme"] == 1
+    assert verdicts.from_responses["grader_judgments"] >= 1
+
+
+def rechain(run: Path, records: list[dict[str, object]]) -> None:
+    """Write ``records`` back as the page says a journal is made (canonical lines, each
+    ``prev`` the hash of the line before)."""
+    prev = h((run / "MANIFEST.json").read_bytes())
+    lines = []
+    for record in records:
+        record["prev"] = prev
+        line = canonical(record)
+        lines.append(line)
+        prev = h(line)
+    (run / "journal.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def test_the_page_and_the_audit_flag_the_same_forged_report(tmp_path: Path) -> None:
+    from solver.testing import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    with FakeEndpoint(scripts.fix_after_finding) as fake:
+        run = solve(fake, tmp_path, candidates=1).run_dir
+    records = [json.loads(line) for line in (run / "journal.jsonl").read_bytes().splitlines()]
+    planned = {r["data"]["call_id"]: r["data"] for r in records if r["type"] == "call.planned"}
+    completions = [
+        r
+        for r in records
+        if r["type"] == "llm.completed" and planned[r["data"]["call_id"]]["role"] == "verifier"
+    ]
+    # A verification of the flawed first version answered as one of the good second version
+    # did: its recorded report (with the finding) is no longer what its response says.
+    versions = sorted({planned[r["data"]["call_id"]]["version"] for r in completions})
+    assert len(versions) == 2
+    flawed, good = (
+        next(r for r in completions if planned[r["data"]["call_id"]]["version"] == v)
+        for v in versions
+    )
+    flawed["data"]["response"] = good["data"]["response"]
+    rechain(run, records)
+    report = next(
+        r["seq"]
+        for r in records
+        if r["type"] == "artifact.put" and r["data"]["producer"] == flawed["data"]["call_id"]
+    )
+    assert page_rules.isolation(run).problems == [
+        f"seq {report}: {flawed['data']['call_id']}.report is not derived from its response"
+    ]
+    assert audit_row(run, "isolation") == ("fail", [f"journal.jsonl seq {report}"])
 
 
 def test_the_page_s_renderer_notices_a_prompt_made_from_other_inputs(tmp_path: Path) -> None:
