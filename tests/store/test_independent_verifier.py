@@ -8,6 +8,7 @@ import hashlib
 import json
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
@@ -424,3 +425,52 @@ def test_the_page_s_float_form_is_the_encoder_s(api: str, temperature: float) ->
     messages = [["system", "S"], ["user", "U ∎"]]
     request = request_from_params(tuple(Message.text(r, t) for r, t in messages), params)  # type: ignore[arg-type]
     assert body_from_page(api, messages, params) == encode_request(api, request)  # type: ignore[arg-type]
+
+
+def _forge_and_compare(run: Path, forge: object, kind: str) -> None:
+    """Apply ``forge`` to the records, re-chain, and check that the page's verifier and the
+    audit both fail exactly the ``artifact.put`` records of ``kind``."""
+    records = [json.loads(line) for line in (run / "journal.jsonl").read_bytes().splitlines()]
+    forge(records)  # type: ignore[operator]
+    rechain(run, records)
+    seqs = [r["seq"] for r in records if r["type"] == "artifact.put" and r["data"]["kind"] == kind]
+    assert seqs
+    problems = page_rules.isolation(run).problems
+    assert [p.split(":")[0] for p in problems] == [f"seq {s}" for s in seqs]
+    assert all("is not what the journal derives" in p for p in problems)
+    assert audit_row(run, "isolation") == ("fail", [f"journal.jsonl seq {s}" for s in seqs])
+
+
+def test_the_page_and_the_audit_flag_the_same_forged_reviews(tmp_path: Path) -> None:
+    from solver.testing import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    with FakeEndpoint(scripts.fix_after_finding) as fake:
+        run = solve(fake, tmp_path, candidates=1).run_dir
+
+    def no_confirmations(records: list[dict[str, Any]]) -> None:
+        for r in records:
+            if r["type"] == "call.completed" and r["data"]["role"] == "reviewer":
+                r["data"]["facts"] = {"confirmed": [], "rejected": [], "severity": {}}
+
+    _forge_and_compare(run, no_confirmations, "confirmed_findings")
+
+
+def test_the_page_and_the_audit_flag_the_same_forged_grade(tmp_path: Path) -> None:
+    from solver.testing import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    with FakeEndpoint(scripts.never_accepted) as fake:
+        run = solve(fake, tmp_path, candidates=2).run_dir
+
+    def one_grade_lower(records: list[dict[str, Any]]) -> None:
+        grade = next(
+            r
+            for r in records
+            if r["type"] == "call.completed" and r["data"]["call_id"].startswith("grade.")
+        )
+        grade["data"]["facts"] = {"score": 1}
+
+    _forge_and_compare(run, one_grade_lower, "anonymised_proofs")
