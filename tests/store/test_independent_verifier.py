@@ -1,5 +1,7 @@
 """docs/format.md is complete enough to verify a run without our code: this verifier uses
-only the standard library and `cryptography`, and follows the document step by step."""
+only the standard library, `cryptography` and `jinja2`, and follows the document step by step
+(its isolation rules, every derived input included, are in ``page_rules``). Project code is
+used only to make the runs it checks and to run ``solver audit`` beside it."""
 
 from __future__ import annotations
 
