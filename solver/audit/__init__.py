@@ -24,9 +24,10 @@ from solver.audit.base import (
     statuses,
 )
 from solver.audit.calls import check_call_outcomes, check_isolation
-from solver.audit.network import check_credentials, check_network
+from solver.audit.credentials import check_credentials
+from solver.audit.network import check_network
 from solver.audit.prompts import check_prompts
-from solver.audit.record_checks import check_record_types, check_records, check_secrets
+from solver.audit.record_checks import check_record_types, check_records
 from solver.audit.signatures import check_attestation, check_seals
 from solver.audit.store_checks import GENERIC_CHECKS, check_blobs
 from solver.store import RunReader, StoreError, UnsafeEntry, load_public_key
@@ -52,13 +53,12 @@ LOOP_CHECKS: tuple[AuditCheck, ...] = (
     check_isolation,
     check_prompts,
     check_network,
-    check_credentials,
 )
 
 
 def store_checks() -> list[AuditCheck]:
     """The checks that need only the store's format: generic ones and signatures."""
-    return [*GENERIC_CHECKS, check_records, check_secrets, check_seals, check_attestation]
+    return [*GENERIC_CHECKS, check_records, check_credentials, check_seals, check_attestation]
 
 
 def default_checks() -> list[AuditCheck]:

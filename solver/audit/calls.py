@@ -143,11 +143,14 @@ def _response_text(ctx: AuditContext, attempts: _Attempts, call_id: str) -> str 
     request = attempts.started[(call_id, rec.data["attempt"])]
     raw = read_blob(ctx, rec.data["response"]["blob"])
     api = request.data["api"]
+    # The request's reasoning setting decides, as it did live, whether text that may be
+    # reasoning whose <think> was in the prompt is held (docs/format.md, The response text).
+    reasoning = request.data["params"].get("reasoning")
     if request.data["params"].get("stream", True):
-        events = list(decode_stream(api, [raw]))
+        events = list(decode_stream(api, [raw], reasoning=reasoning))
     else:
-        events = decode_body(api, raw)
-    return fold_events(events, reasoning=request.data["params"].get("reasoning")).text
+        events = decode_body(api, raw, reasoning=reasoning)
+    return fold_events(events, reasoning=reasoning).text
 
 
 def _derivation_ok(

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from solver._util.masking import unmasked_secret
 from solver.audit.base import AuditContext, Check, capped
 from solver.audit.records import records_of, row_about
 
@@ -203,51 +202,3 @@ def check_network(ctx: AuditContext) -> list[Check]:
             )
         )
     return capped("network", rows)
-
-
-def _strings(value: object) -> list[str]:
-    """Every string inside a JSON value (keys too), without recursion."""
-    found: list[str] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            found.append(item)
-        elif isinstance(item, dict):
-            found.extend(str(k) for k in item)
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-    return found
-
-
-def check_credentials(ctx: AuditContext) -> list[Check]:
-    """No credential is stored unmasked in the manifest or the journal: URL user info and
-    query values, bearer tokens and vendor keys are masked when written, so one found here
-    was written by something else (or the masking broke), and the run is not shareable."""
-    rows: list[Check] = []
-    for text in _strings(ctx.manifest):
-        what = unmasked_secret(text)
-        if what is not None:
-            rows.append(
-                Check(
-                    name="credentials",
-                    status="fail",
-                    where="MANIFEST.json",
-                    detail=f"holds {what}, unmasked",
-                )
-            )
-            break
-    for rec in ctx.scan.records:
-        what = next((w for w in map(unmasked_secret, _strings(rec.data)) if w), None)
-        if what is not None:
-            rows.append(row_about(ctx, "credentials", "fail", f"holds {what}, unmasked", rec))
-    if not rows:
-        rows.append(
-            Check(
-                name="credentials",
-                status="pass",
-                detail="no URL credentials, tokens or API keys in the manifest or the journal",
-            )
-        )
-    return capped("credentials", rows)

@@ -1,10 +1,9 @@
 """Audit checks on every record's content: a known type at a known version whose data the
-schema accepts, the time format, record 0 against the manifest, each blob reference's size,
-and no secret left unmasked in the manifest or the journal."""
+schema accepts, the time format, record 0 against the manifest, each blob reference's size
+(secrets left unmasked are the ``credentials`` check's)."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
@@ -14,11 +13,8 @@ from solver.audit.base import AuditContext, Check, capped
 from solver.records import LOOP_RECORD_ADAPTER, LOOP_RECORD_TYPES, RECORD_VERSION
 from solver.store import canonical_json
 from solver.store.journal import Record
-from solver.store.manifest import MASK, TIME_PATTERN, is_secret_key
+from solver.store.manifest import TIME_PATTERN
 from solver.store.models import STORE_RECORD_TYPES, store_record_model
-
-# A URL that carries a password (scheme://user:password@host): credentials, never recorded.
-_URL_CREDENTIALS = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]+@")
 
 
 def _store_schema_problem(record: Record, format_version: int) -> str | None:
@@ -156,50 +152,4 @@ def check_records(ctx: AuditContext) -> list[Check]:
                 "manifest, every blob reference gives its blob's size",
             )
         )
-    return capped(name, rows)
-
-
-def _secrets(value: Any, path: str) -> list[str]:
-    """Dotted paths under ``value`` holding a secret in the clear."""
-    found: list[str] = []
-    if isinstance(value, dict):
-        for key, item in value.items():
-            where = f"{path}.{key}" if path else str(key)
-            if isinstance(item, str) and item and item != MASK and is_secret_key(str(key)):
-                found.append(where)
-            else:
-                found.extend(_secrets(item, where))
-    elif isinstance(value, list):
-        for number, item in enumerate(value):
-            found.extend(_secrets(item, f"{path}[{number}]"))
-    elif isinstance(value, str) and _URL_CREDENTIALS.match(value):
-        found.append(path)
-    return found
-
-
-def check_secrets(ctx: AuditContext) -> list[Check]:
-    """No value under a secret-looking key is left unmasked, and no URL carries a password,
-    in the manifest or in any record's data (blobs hold model text and are not searched)."""
-    name = "secrets"
-    rows = [
-        Check(
-            name=name,
-            status="fail",
-            where="MANIFEST.json",
-            detail=f"{where} holds a secret in the clear",
-        )
-        for where in _secrets(ctx.manifest, "")
-    ]
-    for record in ctx.records:
-        rows.extend(
-            Check(
-                name=name,
-                status="fail",
-                where=ctx.at(record),
-                detail=f"data.{where} holds a secret in the clear",
-            )
-            for where in _secrets(record.data, "")
-        )
-    if not rows:
-        rows.append(Check(name=name, status="pass", detail="no secret in the clear"))
     return capped(name, rows)

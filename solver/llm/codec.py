@@ -228,12 +228,13 @@ def decode_stream(
     yield from decoder.close()
 
 
-def decode_body(api: Api, data: bytes) -> list[StreamEvent]:
+def decode_body(api: Api, data: bytes, *, reasoning: bool | None = None) -> list[StreamEvent]:
     """Canonical events of a recorded non-stream JSON response; an SSE stream sent to a
-    non-stream request (E20) is recognised and decoded as a stream."""
+    non-stream request (E20) is recognised and decoded as a stream. ``reasoning`` as for
+    :func:`decode_stream`."""
     if starts_body(data) is False:
-        return list(decode_stream(api, [data]))
-    return StreamDecoder(api).body(data)
+        return list(decode_stream(api, [data], reasoning=reasoning))
+    return StreamDecoder(api, reasoning=reasoning).body(data)
 
 
 def is_error(event: StreamEvent) -> bool:

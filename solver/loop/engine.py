@@ -249,8 +249,14 @@ class Engine:
         assert call.response_blob is not None
         raw = self.recorder.store.read_blob(call.response_blob)
         api = cast(Api, call.response_api)
-        events = decode_stream(api, [raw]) if call.response_streamed else decode_body(api, raw)
-        return fold_events(events, reasoning=self.sampling(call.role).get("reasoning"))
+        # decoded with the request's reasoning setting, as live: the same completion
+        reasoning = self.sampling(call.role).get("reasoning")
+        events = (
+            decode_stream(api, [raw], reasoning=reasoning)
+            if call.response_streamed
+            else decode_body(api, raw, reasoning=reasoning)
+        )
+        return fold_events(events, reasoning=reasoning)
 
     def _start(self, call_id: str, *, cap: int | None = None, estimate: int = 0) -> None:
         if call_id in self.tasks:

@@ -65,7 +65,13 @@ from solver.run.sources import (
     role_endpoints,
     settings_role,
 )
-from solver.store import Record, RunReader, RunStore, holds_only_create_leftovers
+from solver.store import (
+    STORE_RECORD_TYPES,
+    Record,
+    RunReader,
+    RunStore,
+    holds_only_create_leftovers,
+)
 
 
 @dataclass(frozen=True)
@@ -201,10 +207,19 @@ def fold(records: Iterator[Record]) -> RunState:
 
 
 def typed_record(rec: Record) -> LoopRecord | None:
-    """The loop's record a journal line holds; None for the store's own lines."""
-    if rec.v > RECORD_VERSION and rec.type in LOOP_RECORD_TYPES:
+    """The loop's record a journal line holds; None for the store's own lines. A type
+    neither the store nor the loop knows, or a loop type at another version, is refused as
+    the audit refuses it (exit 65): a newer solver's record, or damage."""
+    if rec.type not in LOOP_RECORD_TYPES:
+        if rec.type in STORE_RECORD_TYPES:
+            return None
         raise RunCorrupt(
-            f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads up to "
+            f"record {rec.seq} has type {rec.type!r}, which this solver does not know: "
+            "upgrade olympiad-solver, or run `solver audit` on the run"
+        )
+    if rec.v != RECORD_VERSION:
+        raise RunCorrupt(
+            f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads "
             f"{RECORD_VERSION}: upgrade olympiad-solver to continue this run"
         )
     try:

@@ -18,12 +18,13 @@ from solver.store.errors import (
 )
 from solver.store.journal import Record
 from solver.store.manifest import FORMAT
-from solver.store.models import store_record_models
+from solver.store.models import STORE_RECORD_TYPES, store_record_models
 from solver.store.reader import RunReader
 from solver.store.run import RunStore, holds_only_create_leftovers
 
 __all__ = [
     "FORMAT",
+    "STORE_RECORD_TYPES",
     "BlobCorrupt",
     "BlobMissing",
     "BlobRef",

@@ -19,7 +19,8 @@ from solver.store.blobs import BlobRef, BlobStore
 from solver.store.errors import CorruptionError, NotARun, UnsafeEntry
 from solver.store.journal import JournalScan, Record, TornTail, scan_journal
 from solver.store.lock import lock_holder, lock_info
-from solver.store.manifest import manifest_digest, parse_manifest
+from solver.store.manifest import format_version, manifest_digest, parse_manifest
+from solver.store.models import STORE_RECORD_TYPES, store_record_model
 from solver.store.run import ATTESTATION_NAME, JOURNAL_NAME, MANIFEST_NAME
 
 
@@ -67,13 +68,25 @@ class RunReader:
 
     def records(self) -> Iterator[Record]:
         """The records in order. A torn tail is skipped (and left in ``torn_tail``); any
-        other damage raises CorruptionError naming the seq."""
+        other damage raises CorruptionError naming the seq, and so does a store record of a
+        version this store does not read for the run's format (as the writer refuses it)."""
         scan = self.scan()
         if scan.breaks:
             first = scan.breaks[0]
             seq = first.seq if first.seq is not None else first.line
             raise CorruptionError(seq, f"journal.jsonl line {first.line}: {first.reason}")
-        yield from scan.records
+        version = format_version(self.manifest)
+        for record in scan.records:
+            if record.type in STORE_RECORD_TYPES and (
+                store_record_model(record.type, record.v, version) is None
+            ):
+                raise CorruptionError(
+                    record.seq,
+                    f"journal.jsonl seq {record.seq}: {record.type} v{record.v} is not a "
+                    f"version this solver reads (format {self.manifest['format']}); upgrade "
+                    "olympiad-solver, or run `solver audit` on the run",
+                )
+            yield record
 
     def read_blob(self, ref: BlobRef | str) -> bytes:
         return self.blobs.read(ref)

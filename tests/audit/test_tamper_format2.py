@@ -225,7 +225,7 @@ def test_unmasked_secret_fails_naming_its_path(unsigned: Path) -> None:
     items = records(unsigned)
     items[0]["data"]["manifest"] = h(raw)
     rechain(unsigned, items, genesis=h(raw))
-    assert fails(audit_run(unsigned), "secrets") == [
+    assert fails(audit_run(unsigned), "credentials") == [
         ("MANIFEST.json", "config.resolved.api_key holds a secret in the clear")
     ]
 

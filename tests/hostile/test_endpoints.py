@@ -131,7 +131,8 @@ def test_the_audit_fails_a_run_holding_an_unmasked_credential(tmp_path: Path) ->
 
     forged = rewrite(outcome.run_dir, tmp_path / "forged", leak)
     assert failing(forged, "credentials") == [
-        f"holds user info in a URL, unmasked @ {failing(forged, 'credentials')[0].split(' @ ')[1]}"
+        "data.argv[2] holds user info in a URL, unmasked"
+        f" @ {failing(forged, 'credentials')[0].split(' @ ')[1]}"
     ]
     assert not audit_run(forged).ok
 

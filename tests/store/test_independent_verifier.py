@@ -1,5 +1,7 @@
 """docs/format.md is complete enough to verify a run without our code: this verifier uses
-only the standard library and `cryptography`, and follows the document step by step."""
+only the standard library, `cryptography` and `jinja2`, and follows the document step by step
+(its isolation rules, every derived input included, are in ``page_rules``). Project code is
+used only to make the runs it checks and to run ``solver audit`` beside it."""
 
 from __future__ import annotations
 
@@ -9,12 +11,14 @@ import json
 import re
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from . import page_rules
 from .conftest import BuiltRun, Keys, audit_store, build_run
 
 
@@ -283,8 +287,17 @@ def page_loop_problems(run: Path) -> tuple[int, int, list[str]]:
     return len(contexts), bodies, problems
 
 
+def audit_row(run: Path, name: str) -> tuple[str, list[str]]:
+    """The status of ``solver audit``'s rows named ``name``, and where the failing ones are."""
+    from solver.audit import audit_run
+
+    rows = [c for c in audit_run(run).checks if c.name == name]
+    status = "fail" if any(c.status == "fail" for c in rows) else rows[0].status
+    return status, [str(c.where) for c in rows if c.status == "fail"]
+
+
 @pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
-def test_prompts_and_request_bodies_re_made_from_the_page(tmp_path: Path, api: str) -> None:
+def test_prompts_bodies_and_isolation_re_made_from_the_page(tmp_path: Path, api: str) -> None:
     from solver.testing import FakeEndpoint
     from tests.loop import scripts
     from tests.loop.harness import solve
@@ -301,6 +314,82 @@ def test_prompts_and_request_bodies_re_made_from_the_page(tmp_path: Path, api: s
         if b'"type":"context.built"' in line
     }
     assert {"generator", "verifier", "reviewer", "reviser", "selector", "grader"} <= roles_seen
+    # The isolation verdict, with every derived input re-made from the page's rules.
+    verdicts = page_rules.isolation(run)
+    assert verdicts.problems == []
+    assert audit_row(run, "isolation") == ("pass", [])
+    assert verdicts.contexts == contexts
+    assert verdicts.from_responses["proof_text"] >= 2
+    assert verdicts.from_responses["verification_report"] >= 2
+    assert verdicts.derived["confirmed_findings"] >= 1
+    assert verdicts.derived["anonymised_proofs"] == 1
+
+
+def test_evaluation_inputs_re_made_from_the_page(tmp_path: Path) -> None:
+    """Evaluation mode: a drafted marking scheme and graders' judgments, re-made too."""
+    from solver.testing import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    problem = (
+        '---\nid: odd-squares-ref\nreference_solution: "Work modulo 4."\n---\n'
+        "Prove that the sum of the squares of two odd integers is never a perfect square.\n"
+    )
+    with FakeEndpoint(scripts.solved) as fake:
+        run = solve(fake, tmp_path, problem, candidates=1).run_dir
+    verdicts = page_rules.isolation(run)
+    assert verdicts.problems == []
+    assert audit_row(run, "isolation") == ("pass", [])
+    assert verdicts.from_responses["marking_scheme"] == 1
+    assert verdicts.from_responses["grader_judgments"] >= 1
+
+
+def rechain(run: Path, records: list[dict[str, object]]) -> None:
+    """Write ``records`` back as the page says a journal is made (canonical lines, each
+    ``prev`` the hash of the line before)."""
+    prev = h((run / "MANIFEST.json").read_bytes())
+    lines = []
+    for record in records:
+        record["prev"] = prev
+        line = canonical(record)
+        lines.append(line)
+        prev = h(line)
+    (run / "journal.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+
+
+def test_the_page_and_the_audit_flag_the_same_forged_report(tmp_path: Path) -> None:
+    from solver.testing import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    with FakeEndpoint(scripts.fix_after_finding) as fake:
+        run = solve(fake, tmp_path, candidates=1).run_dir
+    records = [json.loads(line) for line in (run / "journal.jsonl").read_bytes().splitlines()]
+    planned = {r["data"]["call_id"]: r["data"] for r in records if r["type"] == "call.planned"}
+    completions = [
+        r
+        for r in records
+        if r["type"] == "llm.completed" and planned[r["data"]["call_id"]]["role"] == "verifier"
+    ]
+    # A verification of the flawed first version answered as one of the good second version
+    # did: its recorded report (with the finding) is no longer what its response says.
+    versions = sorted({planned[r["data"]["call_id"]]["version"] for r in completions})
+    assert len(versions) == 2
+    flawed, good = (
+        next(r for r in completions if planned[r["data"]["call_id"]]["version"] == v)
+        for v in versions
+    )
+    flawed["data"]["response"] = good["data"]["response"]
+    rechain(run, records)
+    report = next(
+        r["seq"]
+        for r in records
+        if r["type"] == "artifact.put" and r["data"]["producer"] == flawed["data"]["call_id"]
+    )
+    assert page_rules.isolation(run).problems == [
+        f"seq {report}: {flawed['data']['call_id']}.report is not derived from its response"
+    ]
+    assert audit_row(run, "isolation") == ("fail", [f"journal.jsonl seq {report}"])
 
 
 def test_the_page_s_renderer_notices_a_prompt_made_from_other_inputs(tmp_path: Path) -> None:
@@ -345,3 +434,52 @@ def test_the_page_s_float_form_is_the_encoder_s(api: str, temperature: float) ->
     messages = [["system", "S"], ["user", "U ∎"]]
     request = request_from_params(tuple(Message.text(r, t) for r, t in messages), params)  # type: ignore[arg-type]
     assert body_from_page(api, messages, params) == encode_request(api, request)  # type: ignore[arg-type]
+
+
+def _forge_and_compare(run: Path, forge: object, kind: str) -> None:
+    """Apply ``forge`` to the records, re-chain, and check that the page's verifier and the
+    audit both fail exactly the ``artifact.put`` records of ``kind``."""
+    records = [json.loads(line) for line in (run / "journal.jsonl").read_bytes().splitlines()]
+    forge(records)  # type: ignore[operator]
+    rechain(run, records)
+    seqs = [r["seq"] for r in records if r["type"] == "artifact.put" and r["data"]["kind"] == kind]
+    assert seqs
+    problems = page_rules.isolation(run).problems
+    assert [p.split(":")[0] for p in problems] == [f"seq {s}" for s in seqs]
+    assert all("is not what the journal derives" in p for p in problems)
+    assert audit_row(run, "isolation") == ("fail", [f"journal.jsonl seq {s}" for s in seqs])
+
+
+def test_the_page_and_the_audit_flag_the_same_forged_reviews(tmp_path: Path) -> None:
+    from solver.testing import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    with FakeEndpoint(scripts.fix_after_finding) as fake:
+        run = solve(fake, tmp_path, candidates=1).run_dir
+
+    def no_confirmations(records: list[dict[str, Any]]) -> None:
+        for r in records:
+            if r["type"] == "call.completed" and r["data"]["role"] == "reviewer":
+                r["data"]["facts"] = {"confirmed": [], "rejected": [], "severity": {}}
+
+    _forge_and_compare(run, no_confirmations, "confirmed_findings")
+
+
+def test_the_page_and_the_audit_flag_the_same_forged_grade(tmp_path: Path) -> None:
+    from solver.testing import FakeEndpoint
+    from tests.loop import scripts
+    from tests.loop.harness import solve
+
+    with FakeEndpoint(scripts.never_accepted) as fake:
+        run = solve(fake, tmp_path, candidates=2).run_dir
+
+    def one_grade_lower(records: list[dict[str, Any]]) -> None:
+        grade = next(
+            r
+            for r in records
+            if r["type"] == "call.completed" and r["data"]["call_id"].startswith("grade.")
+        )
+        grade["data"]["facts"] = {"score": 1}
+
+    _forge_and_compare(run, one_grade_lower, "anonymised_proofs")
