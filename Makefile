@@ -62,10 +62,20 @@ browser:
 agent-clis: install-test
 	$(PY) -m tests.agents.clis install
 
+# Most tests wait on sockets and subprocesses rather than the CPU, so the suite runs on
+# PYTEST_WORKERS processes (pytest-xdist). A worker that meets a test on the embedded model
+# starts its own private llama-server (tests/local_server.py). Tests marked `serial` measure
+# throughput: they run after, on their own.
+# `-m` replaces the default markers of pyproject.toml, so both runs repeat them.
+PYTEST_WORKERS ?= 4
+PYTEST_MARKS := not long and not soak
+
 pytest: install-test browser agent-clis
 	$(BIN)/solver local install
-	$(PY) -m pytest -q; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m '$(PYTEST_MARKS) and not serial'; \
+	parallel=$$?; $(PY) -m pytest -q -m '$(PYTEST_MARKS) and serial'; alone=$$?; \
+	if [ $$parallel -eq 5 ] || [ $$alone -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
+	[ $$parallel -eq 0 ] && [ $$alone -eq 0 ]
 
 test: lint typecheck pytest
 

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,12 +103,18 @@ def missing_reason(cli: Cli) -> str:
 def install() -> int:
     cache_root().mkdir(parents=True, exist_ok=True)
     node_problem = _ensure_node()
+    wanted = [cli for cli in PINNED if not cli.installed()]
+    # both downloads at once: each is mostly waiting on the registry, and npm's cache is safe
+    # to share between concurrent installs
+    with ThreadPoolExecutor(max_workers=max(1, len(wanted))) as pool:
+        found = pool.map(lambda cli: node_problem or _install(cli), wanted)
+        problems = dict(zip(wanted, found, strict=True))
     for cli in PINNED:
         note = cache_root() / f"{cli.folder.name}.failed"
-        if cli.installed():
+        if cli not in problems:
             note.unlink(missing_ok=True)
             continue
-        problem = node_problem or _install(cli)
+        problem = problems[cli]
         if problem:
             note.write_text(problem + "\n")
             print(f"agent CLI not installed, its tests will skip (fail under CI): {problem}")

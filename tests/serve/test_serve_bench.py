@@ -57,6 +57,7 @@ def fake_process(rate: float, tokens: int, record: Path) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+@pytest.mark.serial  # measured rates: no other worker may share the cores meanwhile
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_per_user_and_total_throughput_match_the_set_rate(tmp_path: Path, concurrency: int) -> None:
     record = tmp_path / "sent.jsonl"
@@ -82,6 +83,7 @@ def test_per_user_and_total_throughput_match_the_set_rate(tmp_path: Path, concur
     assert 0.6 * ceiling < level.total_output_tok_s < 1.02 * ceiling
 
 
+@pytest.mark.serial
 def test_two_endpoints_side_by_side_ratio(tmp_path: Path) -> None:
     items = load_dataset(None, 40)
     options = BenchOptions(concurrency=(2,), duration=2.0, grace=10)

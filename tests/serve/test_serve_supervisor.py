@@ -154,7 +154,11 @@ def test_failing_liveness_restarts(start: Callable[..., Running], control: Path)
 
 def test_slow_deep_health_does_not_restart(start: Callable[..., Running], control: Path) -> None:
     control.write_text(json.dumps({"health_generate_delay": 30}))
-    policy = replace(FAST, deep_interval=0.05, health_check_timeout=0.1, deep_margin=0.1)
+    # retried at once, not after the default 15 s: three failures are the subject, not the wait
+    policy = replace(
+        FAST, deep_interval=0.05, deep_retry_interval=0.05, health_check_timeout=0.1,
+        deep_margin=0.1,
+    )  # fmt: skip
     run = start(policy=policy)
     wait_for(lambda: run.count("deep-failed") >= 3, "three failed deep probes")
     assert run.supervisor.restarts == 0
