@@ -88,6 +88,7 @@ def _records(blob: BlobLink) -> list[LoopRecord]:
             context_length=131072,
             response=blob,
             model_changed_from="old",
+            notes=["the endpoint takes no thinking budget"],
         ),
         NetConnect(call_id="", host="127.0.0.1", port=30000, address="127.0.0.1:30000"),
         CallPlanned(call_id="c1", role="generator", variant="v1", phase="solve"),
@@ -205,12 +206,15 @@ def test_unset_optional_fields_are_written_as_null_but_a_session_endpoint(
     """Why no general "omit what is unset" rule: runs made before write an unset lineage,
     version, target, phase or model_changed_from as null (tests/test_records.py reads them back
     byte for byte), so omitting them would change the lines new runs write. Only
-    session.started leaves out an endpoint it does not have (it was added later)."""
+    session.started leaves out an endpoint it does not have, and endpoint.probed notes it does
+    not have (both were added later)."""
     records, lines = written
     for record, line in zip(records, lines, strict=True):
         keys = set(type(record).model_fields) - {"type"}
         if isinstance(record, SessionStarted) and record.endpoint is None:
             assert set(line["data"]) == keys - {"endpoint"}
+        elif isinstance(record, EndpointProbed) and not record.notes:
+            assert set(line["data"]) == keys - {"notes"}
         else:
             assert set(line["data"]) == keys, line["type"]
     bare_plan = next(line for line in lines if line["type"] == "call.planned")
