@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -40,7 +41,13 @@ def workdir(
         )
     )
     config = (EXAMPLES / "demo.toml").read_text()
-    (tmp_path / "solver.toml").write_text(config.replace("calls = 10", "calls = 6"))
+    # Four calls of at most 384 tokens show a whole run (a generator, its verifications, an
+    # ending) in minutes on one CPU thread; the 135M model's replies run to their limit
+    # anyway, so longer limits only cost time (a cut reply is the honest case these check).
+    config = re.sub(
+        r"max_tokens = \d+", "max_tokens = 384", config.replace("calls = 10", "calls = 4")
+    )
+    (tmp_path / "solver.toml").write_text(config)
     write_problem(tmp_path)
     return tmp_path
 
@@ -63,7 +70,8 @@ def test_solve_on_the_local_model_is_honest_and_audits(
     state = state_of(run_dir)
     for call in state.calls.values():
         if call.phase == "grade" and (call.truncated or not call.parsed_ok):
-            assert call.facts.score is None, call.call_id
+            # a cut-off grader's facts say why they were not used; they hold no score
+            assert getattr(call.facts, "score", None) is None, call.call_id
     if final["selected"] is not None:
         grade = state.calls.get(
             f"grade.{final['selected']['lineage']}.v{final['selected']['version']}"
