@@ -1,7 +1,8 @@
 """The isolation rules of docs/format.md, written from the page alone (its sections "The response
 text", "Stripping a proof", "The verifier's parsed output", "Confirmed findings", "Anonymised
-proofs" and the policy table), with the standard library only: no module of ``solver`` is
-imported here, so this is a second reading of the page, not a copy of the audit."""
+proofs", "Pooled proofs", "Final checks and pairwise selection" and the policy table), with the
+standard library only: no module of ``solver`` is imported here, so this is a second reading of
+the page, not a copy of the audit."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ POLICY: dict[str, set[str]] = {
     "generator": {"problem_statement"},
     "verifier": {"problem_statement", "proof_text"},
     "reviewer": {"problem_statement", "proof_text", "verification_report"},
+    "generator:improve": {"problem_statement", "proof_text"},
     "reviser": {"confirmed_findings", "problem_statement", "proof_text"},
+    "reviser:recombine": {"pooled_proofs", "problem_statement"},
     "grader": {"problem_statement", "proof_text"},
     "grader:evaluation": {
         "grading_guidelines",
@@ -456,6 +459,38 @@ def scheme(text: str) -> str | None:
 
 # ------------------------------------------------------------------ folding the journal
 
+Version = tuple[str, int]
+MAKERS = {"generator", "generator:improve", "reviser", "reviser:recombine"}
+
+
+def version_of(text: str) -> Version | None:
+    """A pairwise target's item: a lineage, then ``.v``, then decimal digits; else None."""
+    lineage, dot_v, number = text.rpartition(".v")
+    if not dot_v or not lineage or not number.isdigit():
+        return None
+    try:
+        return (lineage, int(number))
+    except ValueError:  # a digit int refuses, such as a superscript
+        return None
+
+
+class Unreadable(ValueError):
+    """A target the page's reading refuses: its input cannot be re-derived."""
+
+
+def python_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise Unreadable(text) from None
+
+
+def source_of(target: str, lineage: str) -> Version:
+    """What a reviser's (or one pool item's) target names: the lineage before its last
+    ``.v`` and the number after it, or, with no ``.v``, the number in ``lineage``."""
+    other, dot_v, number = target.rpartition(".v")
+    return (other, python_int(number)) if dot_v else (lineage, python_int(target))
+
 
 @dataclass
 class Call:
@@ -470,7 +505,7 @@ class Call:
 class Fold:
     calls: dict[str, Call] = field(default_factory=dict)
     lineages: list[str] = field(default_factory=list)
-    proofs: dict[tuple[str, int], str] = field(default_factory=dict)  # version -> artifact
+    proofs: dict[Version, str] = field(default_factory=dict)  # version -> its last proof artifact
     versions: dict[str, list[int]] = field(default_factory=dict)
     accepted: dict[str, int] = field(default_factory=dict)
     artifacts: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -484,7 +519,7 @@ class Fold:
         if rtype == "call.planned":
             self.calls[data["call_id"]] = Call(data)
             self.lineage(data.get("lineage"))
-            makes_version = data["role"] in ("generator", "reviser") and data.get("lineage")
+            makes_version = data["role"] in MAKERS and data.get("lineage")
             if makes_version and data.get("version") is not None:
                 self.versions[data["lineage"]].append(data["version"])
         elif rtype == "call.completed":
@@ -502,8 +537,14 @@ class Fold:
             ):
                 self.lineage(data["lineage"])
                 self.proofs[(data["lineage"], data["version"])] = data["artifact"]
-        elif rtype == "decision" and data["kind"] == "accepted" and data.get("lineage"):
-            self.accepted[data["lineage"]] = data["version"]
+        elif rtype == "decision" and data.get("lineage"):
+            if data["kind"] == "accepted":
+                self.accepted[data["lineage"]] = data["version"]
+            elif (
+                data["kind"] == "unaccepted"
+                and self.accepted.get(data["lineage"]) == (data["version"])
+            ):
+                del self.accepted[data["lineage"]]
 
 
 def _fold_text(text: str) -> str:
@@ -522,8 +563,8 @@ def _keys(f: dict[str, str]) -> set[str]:
 RANK = {"minor": 0, "major": 1, "critical": 2}
 
 
-def confirmed_findings(fold: Fold, reviser: Call) -> tuple[bytes, str]:
-    lineage, version = reviser.data["lineage"], int(reviser.data["target"])
+def findings_of_version(fold: Fold, lineage: str, version: int) -> tuple[str, list[str]]:
+    """The confirmed findings of one version, formatted, and its review calls (sorted)."""
 
     def of(role: str) -> list[Call]:
         return [
@@ -534,7 +575,9 @@ def confirmed_findings(fold: Fold, reviser: Call) -> tuple[bytes, str]:
             and c.data.get("version") == version
         ]
 
-    reviews = {c.data.get("target"): c for c in of("reviewer")}
+    reviews: dict[str, Call] = {}
+    for c in of("reviewer"):
+        reviews[str(c.data.get("target"))] = c  # the last one planned counts
     found: list[dict[str, str]] = []
     for ver in sorted(of("verifier"), key=lambda c: c.data["call_id"]):
         facts = ver.facts
@@ -574,12 +617,76 @@ def confirmed_findings(fold: Fold, reviser: Call) -> tuple[bytes, str]:
             kept.append(f)
             kept_keys.append(own)
     text = "\n\n".join(finding_block(f"C{n}", f) for n, f in enumerate(kept, start=1))
-    producer = ",".join(sorted(c.data["call_id"] for c in of("reviewer")))
-    return text.encode(), producer
+    return text, sorted(c.data["call_id"] for c in of("reviewer"))
 
 
-def anonymised_proofs(fold: Fold, manifest: dict[str, Any], read: Any) -> tuple[bytes, str]:
-    graded: list[tuple[str, int]] = []
+def revised_version(reviser: Call) -> Version | None:
+    """The version a reviser call revises: ``int(target)`` of its own lineage, or, for a
+    restart from the pool, the ``<lineage>.v<version>`` its target names."""
+    target = reviser.data.get("target")
+    if not target:
+        return None
+    try:
+        return source_of(target, reviser.data["lineage"])
+    except Unreadable:
+        return None
+
+
+def confirmed_findings(fold: Fold, reviser: Call) -> tuple[bytes, str] | None:
+    revised = revised_version(reviser)
+    if revised is None:
+        return None
+    text, reviews = findings_of_version(fold, *revised)
+    return text.encode(), ",".join(reviews)
+
+
+def as_list(texts: list[str]) -> bytes:
+    return json.dumps(texts, indent=2, ensure_ascii=False).encode()
+
+
+def declared_pool(fold: Fold, call: Call) -> list[Version] | None:
+    """The versions a recombination declares in its target, or None when the declaration
+    breaks the page's rules (2 to 4, distinct lineages other than its own, each with a proof)."""
+    versions: list[Version] = []
+    for item in str(call.data.get("target") or "").split(","):
+        if not item.strip():
+            continue
+        try:
+            source = source_of(item.strip(), "")
+        except Unreadable:
+            return None
+        if source[0]:  # an item without a lineage is skipped
+            versions.append(source)
+    lineages = {v[0] for v in versions}
+    if (
+        not 2 <= len(versions) <= 4
+        or len(lineages) != len(versions)
+        or call.data.get("lineage") in lineages
+        or any(v not in fold.proofs for v in versions)
+    ):
+        return None
+    return versions
+
+
+def pooled_proofs(fold: Fold, call: Call, read: Any) -> tuple[bytes, str] | None:
+    versions = declared_pool(fold, call)
+    if versions is None:
+        return None
+    texts, names, reviews = [], [], []
+    for lineage, version in versions:
+        name = fold.proofs[(lineage, version)]
+        proof = read(fold.artifacts[name]["blob"]["blob"]).decode().strip()
+        findings, reviewers = findings_of_version(fold, lineage, version)
+        heading = "\n\n### Confirmed findings on this proof\n\n"
+        texts.append(proof + heading + (findings or "(no finding was confirmed)"))
+        names.append(name)
+        reviews += reviewers
+    return as_list(texts), ",".join(names + reviews)
+
+
+def final_versions(fold: Fold) -> list[Version]:
+    """The final candidates: the graded versions, else each lineage's accepted or last."""
+    graded: list[Version] = []
     for call in fold.calls.values():
         d = call.data
         if (
@@ -592,40 +699,74 @@ def anonymised_proofs(fold: Fold, manifest: dict[str, Any], read: Any) -> tuple[
             if known and v not in graded:
                 graded.append(v)
     if graded:
-        finals = sorted(graded, key=lambda v: fold.lineages.index(v[0]))
-    else:
-        finals = []
-        for name in fold.lineages:
-            if name in fold.accepted:
-                finals.append((name, fold.accepted[name]))
-                continue
-            with_proof = [n for (ln, n) in fold.proofs if ln == name]
-            if with_proof:
-                finals.append((name, max(with_proof)))
+        return sorted(graded, key=lambda v: fold.lineages.index(v[0]))
+    finals = []
+    for name in fold.lineages:
+        if name in fold.accepted:
+            finals.append((name, fold.accepted[name]))
+            continue
+        with_proof = [n for (ln, n) in fold.proofs if ln == name]
+        if with_proof:
+            finals.append((name, max(with_proof)))
+    return finals
 
-    def rank(v: tuple[str, int]) -> int:
-        call = fold.calls.get(f"grade.{v[0]}.v{v[1]}")
-        if call is None or call.status != "completed" or call.truncated or not call.parsed_ok:
-            return -1
+
+def grade_rank(fold: Fold, v: Version) -> int:
+    """The lower median of the version's usable grades (``grade.L.vN`` and every
+    ``grade.L.vN.<n>``), or -1 when it has none."""
+    first = f"grade.{v[0]}.v{v[1]}"
+    scores = []
+    for call_id, call in fold.calls.items():
+        if call_id != first and not re.fullmatch(re.escape(first) + r"\.[0-9]+", call_id):
+            continue
+        if call.status != "completed" or call.truncated or not call.parsed_ok:
+            continue
         f = call.facts
         plain = not {"not_used", "verdict", "confirmed"} & set(f)
         score = f.get("score") if plain else None
-        return score if isinstance(score, int) and not isinstance(score, bool) else -1
+        if isinstance(score, int) and not isinstance(score, bool):
+            scores.append(score)
+    return sorted(scores)[(len(scores) - 1) // 2] if scores else -1
 
-    accepted = [v for v in finals if fold.accepted.get(v[0]) == v[1]]
-    if accepted:
-        pool = accepted
+
+def pairwise_pair(fold: Fold, call: Call) -> list[Version] | None:
+    """The two versions a pairwise selector call names in its target, or None when they are
+    not two different final candidates with proofs."""
+    items = [version_of(item) for item in str(call.data.get("target") or "").split(",")]
+    finals = final_versions(fold)
+    pair = [v for v in items if v is not None and v in finals and v in fold.proofs]
+    return pair if len(pair) == len(items) == 2 and pair[0] != pair[1] else None
+
+
+def anonymised_proofs(
+    fold: Fold, call: Call, manifest: dict[str, Any], read: Any
+) -> tuple[bytes, str] | None:
+    if call.data.get("variant") == "pairwise":
+        pool = pairwise_pair(fold, call)
+        if pool is None:
+            return None
     else:
-        best = max((rank(v) for v in finals), default=0)
-        pool = [v for v in finals if rank(v) == best]
-    rng = random.Random(f"{manifest['config']['resolved']['seed']}:{manifest['problem']['digest']}")
-    rng.shuffle(pool)
+        finals = final_versions(fold)
+        accepted = [v for v in finals if fold.accepted.get(v[0]) == v[1]]
+        if accepted:
+            pool = accepted
+        else:
+            best = max((grade_rank(fold, v) for v in finals), default=0)
+            pool = [v for v in finals if grade_rank(fold, v) == best]
+        seed = f"{manifest['config']['resolved']['seed']}:{manifest['problem']['digest']}"
+        random.Random(seed).shuffle(pool)
     names = [fold.proofs[v] for v in pool]
     texts = [read(fold.artifacts[n]["blob"]["blob"]).decode() for n in names]
-    return json.dumps(texts, indent=2, ensure_ascii=False).encode(), ",".join(names)
+    return as_list(texts), ",".join(names)
 
 
 # ------------------------------------------------------------------ the isolation verdicts
+
+DERIVED = {
+    "confirmed_findings": ".findings",
+    "pooled_proofs": ".pool",
+    "anonymised_proofs": ".proofs",
+}
 
 
 @dataclass
@@ -689,19 +830,22 @@ def isolation(run: Path) -> Verdicts:
                     }[kind](text)
                     if derived is None or derived.encode() != content:
                         problem(f"{data['artifact']} is not derived from its response")
-            elif kind in ("confirmed_findings", "anonymised_proofs"):
+            elif kind in DERIVED:
                 out.derived[kind] = out.derived.get(kind, 0) + 1
-                suffix = ".findings" if kind == "confirmed_findings" else ".proofs"
-                call = fold.calls.get(data["artifact"].removesuffix(suffix))
-                if call is None:
+                call = fold.calls.get(data["artifact"].removesuffix(DERIVED[kind]))
+                if call is None or not data["artifact"].endswith(DERIVED[kind]):
                     problem(f"{data['artifact']} names no call")
                 else:
-                    expected, producer = (
+                    made = (
                         confirmed_findings(fold, call)
                         if kind == "confirmed_findings"
-                        else anonymised_proofs(fold, manifest, read)
+                        else pooled_proofs(fold, call, read)
+                        if kind == "pooled_proofs"
+                        else anonymised_proofs(fold, call, manifest, read)
                     )
-                    if h(expected) != data["blob"]["blob"] or producer != data["producer"]:
+                    if made is None:
+                        problem(f"{data['artifact']} cannot be derived from its call's target")
+                    elif h(made[0]) != data["blob"]["blob"] or made[1] != data["producer"]:
                         problem(f"{data['artifact']} is not what the journal derives")
         elif rtype == "context.built":
             out.contexts += 1
@@ -715,10 +859,8 @@ def isolation(run: Path) -> Verdicts:
                     source = fold.artifacts.get(link["artifact"])
                     if kind not in POLICY.get(role, set()):
                         problem(f"{call_id}: {role} may not see {kind}")
-                    if kind == "confirmed_findings" and link["artifact"] != call_id + ".findings":
-                        problem(f"{call_id}: findings of another call")
-                    if kind == "anonymised_proofs" and link["artifact"] != call_id + ".proofs":
-                        problem(f"{call_id}: proofs of another call")
+                    if kind in DERIVED and link["artifact"] != call_id + DERIVED[kind]:
+                        problem(f"{call_id}: {kind} of another call")
                     if (
                         source is None
                         or source["kind"] != kind
