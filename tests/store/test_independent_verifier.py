@@ -18,6 +18,8 @@ from cryptography.hazmat.primitives.serialization import load_pem_public_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from solver.testing import ProblemParams
+
 from . import page_rules
 from .conftest import BuiltRun, Keys, audit_store, build_run
 
@@ -483,3 +485,357 @@ def test_the_page_and_the_audit_flag_the_same_forged_grade(tmp_path: Path) -> No
         grade["data"]["facts"] = {"score": 1}
 
     _forge_and_compare(run, one_grade_lower, "anonymised_proofs")
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop's later call kinds (docs/format.md, "Pooled proofs" and "Final checks and pairwise
+# selection"): self-improvement turns, restarts from the pool, recombinations, final and
+# recheck rounds, several grades and pairwise selection, on runs of the policy lab's simulated
+# model (solver.testing.LabModel through ScriptedClient: the journal a run over HTTP holds).
+
+EVERY_FEATURE = {
+    "acceptance.self_improve": True,
+    "acceptance.restart_from_pool": True,
+    "acceptance.recombine": 2,
+    "acceptance.final_verifications": 2,
+    "acceptance.recheck_answers": True,
+    "acceptance.final_grades": 3,
+}
+LAB_TAG = re.compile(r"LAB-PROOF ([0-9a-f]{12})")
+
+
+def lab_run(
+    root: Path,
+    api: str,
+    params: ProblemParams,
+    seed: int,
+    budget: int,
+    candidates: int,
+    *,
+    pairwise: bool = True,
+) -> Path:
+    """One lab session with every feature on; its run directory."""
+    import asyncio
+    import sys
+    from dataclasses import replace
+
+    from solver.config import resolve_settings
+    from solver.problems import load_problem
+    from solver.run import Seams, start_run
+    from solver.testing import (
+        GpuModel,
+        LabModel,
+        RecordedRequest,
+        RoleParams,
+        ScriptedClient,
+        VirtualGpu,
+    )
+    from solver.testing.fake_endpoint import Reply
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import policy  # type: ignore[import-not-found]  # bench/policy.py: its _Quiet progress
+
+    lab = LabModel(params, RoleParams(), seed)
+    gpu = VirtualGpu(model=GpuModel())
+
+    def answers_differ(request: RecordedRequest) -> Reply:
+        # The lab's proofs all answer alike; give each proof an answer of its own (1 or 2) so
+        # that accepted proofs can disagree and the recheck round occurs.
+        reply = lab(request)
+        tag = LAB_TAG.search(reply.text)
+        if tag is None or "See the proof." not in reply.text:
+            return reply
+        answer = str(int(tag.group(1), 16) % 2 + 1)
+        return replace(reply, text=reply.text.replace("See the proof.", answer))
+
+    root.mkdir(parents=True, exist_ok=True)
+    path = policy.problem_file(root, params)
+    flags: dict[str, Any] = {
+        "endpoint": "http://127.0.0.1:9/v1",
+        "api": api,
+        "runs_dir": root / "runs",
+        "budget.total_tokens": budget,
+        "retry.max_attempts": 1,
+        "candidates": candidates,
+        "acceptance.pairwise_selection": pairwise,
+        **EVERY_FEATURE,
+    }
+    resolved = resolve_settings(flags=flags, env={}, cwd=root)
+
+    def client(endpoint: Any, deadlines: Any, retry: Any, on_connect: Any) -> ScriptedClient:
+        return ScriptedClient(endpoint, answers_differ, on_connect=on_connect, pace=gpu)
+
+    outcome = asyncio.run(
+        start_run(
+            load_problem(path),
+            path,
+            resolved,
+            evaluation=False,
+            argv=["lab", api, str(seed)],
+            make_progress=policy._Quiet,
+            on_created=lambda _: None,
+            seams=Seams(client=client, clock=gpu.clock),
+        )
+    )
+    return Path(outcome.run_dir)
+
+
+def call_kinds(run: Path) -> dict[str, int]:
+    """How many calls of each later kind the run planned, and its later decisions."""
+    kinds: dict[str, int] = {}
+
+    def count(kind: str) -> None:
+        kinds[kind] = kinds.get(kind, 0) + 1
+
+    for line in (run / "journal.jsonl").read_bytes().splitlines():
+        record = json.loads(line)
+        data = record["data"]
+        if record["type"] == "decision" and data["kind"] in (
+            "final_passed",
+            "recheck_passed",
+            "unaccepted",
+        ):
+            count(data["kind"])
+        if record["type"] != "call.planned":
+            continue
+        call_id, role, target = data["call_id"], data["role"], data["target"]
+        if role == "generator:improve":
+            count("improve")
+        elif role == "reviser:recombine":
+            count("recombine")
+        elif role == "reviser" and re.fullmatch(r"L\d+\.v\d+", target or ""):
+            count("restart")
+        elif role == "verifier" and ".final." in call_id:
+            count("final")
+        elif role == "verifier" and ".recheck." in call_id:
+            count("recheck")
+        elif re.fullmatch(r"grade\.L\d+\.v\d+\.\d+", call_id):
+            count("grade.n")
+        elif role == "selector" and data["variant"] == "pairwise":
+            count("pairwise")
+        elif role == "selector":
+            count("selector")
+    return kinds
+
+
+ACCEPTING = {"improve", "restart", "recombine", "final", "recheck", "pairwise"}
+UNACCEPTED = {"improve", "grade.n", "pairwise"}
+# Every flaw found and none fixed: nothing is accepted, so each final version gets its grades.
+HOPELESS = ProblemParams(
+    "X", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=0.0, fix=0.0, p_wrong=0.0
+)
+
+
+def lab_problem(name: str) -> ProblemParams:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    import policy  # bench/policy.py: the lab's problems
+
+    found: ProblemParams = next(p for p in policy.PROBLEMS if p.name == name)
+    return found
+
+
+def page_and_audit_agree(run: Path) -> page_rules.Verdicts:
+    """The page's verifier and ``solver audit`` both find the run clean."""
+    contexts, bodies, problems = page_loop_problems(run)
+    assert problems == [] and bodies >= contexts
+    verdicts = page_rules.isolation(run)
+    assert verdicts.problems == []
+    assert verdicts.contexts == contexts
+    assert audit_row(run, "isolation") == ("pass", [])
+    assert audit_row(run, "prompts") == ("pass", [])
+    return verdicts
+
+
+def lab_runs_until(
+    root: Path, api: str, tries: list[tuple[ProblemParams, int, int]], wanted: set[str], **kw: Any
+) -> tuple[list[Path], dict[str, int]]:
+    """Lab sessions, each checked by both verifiers, until every ``wanted`` kind occurred."""
+    runs: list[Path] = []
+    seen: dict[str, int] = {}
+    for n, (params, seed, budget) in enumerate(tries):
+        run = lab_run(root / f"{api}-{n}", api, params, seed, budget, 4, **kw)
+        page_and_audit_agree(run)
+        runs.append(run)
+        for kind, count in call_kinds(run).items():
+            seen[kind] = seen.get(kind, 0) + count
+        if wanted <= set(seen):
+            break
+    return runs, seen
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_every_later_call_kind_re_made_from_the_page(tmp_path: Path, api: str) -> None:
+    accepting = [(lab_problem(p), seed, 3_000_000) for p in ("P4", "P3") for seed in (3, 1, 2, 0)]
+    _, seen = lab_runs_until(tmp_path / "accepting", api, accepting, ACCEPTING)
+    assert ACCEPTING | {"final_passed", "recheck_passed"} <= set(seen), seen
+    hopeless = [(HOPELESS, seed, 800_000) for seed in range(1, 9)]
+    _, seen = lab_runs_until(tmp_path / "hopeless", api, hopeless, UNACCEPTED)
+    assert set(seen) >= UNACCEPTED, seen
+    # Without pairwise selection, the one selector call ranks the versions by their grades.
+    _, seen = lab_runs_until(
+        tmp_path / "single", api, hopeless, {"grade.n", "selector"}, pairwise=False
+    )
+    assert {"grade.n", "selector"} <= set(seen), seen
+
+
+def write_blob(run: Path, data: bytes) -> dict[str, object]:
+    """Store ``data`` as the page says a blob is stored; its reference."""
+    digest = h(data)
+    path = run / "blobs" / "sha256" / digest[7:9] / digest[7:]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return {"blob": digest, "bytes": len(data)}
+
+
+def give_input(run: Path, records: list[dict[str, Any]], artifact: str, texts: list[str]) -> int:
+    """Hand the call whose input ``artifact`` is another list of texts, consistently (the
+    artifact, the context's link and its inputs all name the new list); the artifact's seq."""
+    content = json.dumps(texts, indent=2, ensure_ascii=False).encode()
+    ref = write_blob(run, content)
+    put = next(
+        r for r in records if r["type"] == "artifact.put" and r["data"]["artifact"] == artifact
+    )
+    put["data"]["blob"] = ref
+    built = next(
+        r
+        for r in records
+        if r["type"] == "context.built"
+        and any(
+            link["artifact"] == artifact for links in r["data"]["links"].values() for link in links
+        )
+    )
+    inputs = json.loads(read_blob(run, built["data"]["inputs"]["blob"]))
+    for name, links in built["data"]["links"].items():
+        for link in links:
+            if link["artifact"] == artifact:
+                link["blob"] = ref["blob"]
+                inputs[name] = texts
+    built["data"]["inputs"] = write_blob(run, canonical(inputs))
+    return int(put["seq"])
+
+
+def forged_verdicts(
+    run: Path, records: list[dict[str, Any]]
+) -> tuple[list[str], tuple[str, list[str]]]:
+    rechain(run, records)
+    return page_rules.isolation(run).problems, audit_row(run, "isolation")
+
+
+@pytest.mark.parametrize("api", ["chat", "responses", "anthropic"])
+def test_the_page_and_the_audit_flag_the_same_forged_pool_and_pair(
+    tmp_path: Path, api: str
+) -> None:
+    accepting = [(lab_problem(p), seed, 3_000_000) for p in ("P4", "P3") for seed in (3, 1, 2, 0)]
+    runs, _ = lab_runs_until(tmp_path, api, accepting, {"recombine", "pairwise"})
+    (run,) = [r for r in runs if {"recombine", "pairwise"} <= set(call_kinds(r))][:1]
+    pristine = (run / "journal.jsonl").read_bytes()
+
+    def records() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in pristine.splitlines()]
+
+    def artifacts(journal: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+        return [
+            r["data"] for r in journal if r["type"] == "artifact.put" and r["data"]["kind"] == kind
+        ]
+
+    # A recombination shown its pool without the findings confirmed on the first proof.
+    journal = records()
+    pool = artifacts(journal, "pooled_proofs")[0]
+    texts = json.loads(read_blob(run, pool["blob"]["blob"]))
+    proof, _, _ = texts[0].partition("\n\n### Confirmed findings on this proof\n\n")
+    texts[0] = proof + "\n\n### Confirmed findings on this proof\n\n(no finding was confirmed)"
+    seq = give_input(run, journal, pool["artifact"], texts)
+    assert forged_verdicts(run, journal) == (
+        [f"seq {seq}: {pool['artifact']} is not what the journal derives"],
+        ("fail", [f"journal.jsonl seq {seq}"]),
+    )
+    # A pairwise call shown its two proofs in the other call's order.
+    journal = records()
+    pair = next(
+        a for a in artifacts(journal, "anonymised_proofs") if a["artifact"].endswith(".ab.proofs")
+    )
+    texts = json.loads(read_blob(run, pair["blob"]["blob"]))
+    seq = give_input(run, journal, pair["artifact"], texts[::-1])
+    assert forged_verdicts(run, journal) == (
+        [f"seq {seq}: {pair['artifact']} is not what the journal derives"],
+        ("fail", [f"journal.jsonl seq {seq}"]),
+    )
+
+    # Re-declared targets, with inputs made from them as the page says: the two verifiers
+    # agree on which declarations are allowed (another graded version, another order) and
+    # which are not (a version no grader saw, one proof twice, a pool of one, no proof).
+    journal = records()
+    proofs = {
+        f"{r['data']['lineage']}.v{r['data']['version']}": r["data"]
+        for r in journal
+        if r["type"] == "artifact.put" and r["data"]["kind"] == "proof_text"
+    }
+    graded = {
+        f"{r['data']['lineage']}.v{r['data']['version']}"
+        for r in journal
+        if r["type"] == "call.planned" and r["data"]["phase"] == "grade"
+    }
+    pairwise = next(
+        r["data"]
+        for r in journal
+        if r["type"] == "call.planned" and r["data"]["role"] == "selector"
+    )
+    shown = pairwise["target"].split(",")
+    other = sorted(graded - set(shown))[0]
+    never_graded = sorted(set(proofs) - graded)[0]
+    recombine = next(
+        r["data"]
+        for r in journal
+        if r["type"] == "call.planned" and r["data"]["role"] == "reviser:recombine"
+    )
+    pooled = recombine["target"].split(",")
+    for call, target, allowed in [
+        (pairwise, f"{shown[0]},{other}", True),
+        (pairwise, f"{shown[0]},{never_graded}", False),
+        (pairwise, f"{shown[0]},{shown[0]}", False),
+        (recombine, ",".join(pooled[::-1]), True),
+        (recombine, pooled[0], False),
+        (recombine, f"{pooled[0]},{pooled[1].split('.')[0]}.v99", False),
+    ]:
+        journal = records()
+        seq = retarget(run, journal, call["call_id"], target)
+        problems, row = forged_verdicts(run, journal)
+        if allowed:
+            assert (problems, row) == ([], ("pass", [])), target
+        else:
+            name = next(r["data"]["artifact"] for r in journal if r["seq"] == seq)
+            assert problems == [f"seq {seq}: {name} cannot be derived from its call's target"]
+            assert row == ("fail", [f"journal.jsonl seq {seq}"]), target
+
+
+def retarget(run: Path, journal: list[dict[str, Any]], call_id: str, target: str) -> int:
+    """Re-declare ``call_id``'s target and give it the input the page derives from that
+    target (what proofs exist is read from the journal); the input artifact's seq."""
+    planned = next(
+        r for r in journal if r["type"] == "call.planned" and r["data"]["call_id"] == call_id
+    )
+    planned["data"]["target"] = target
+    recombine = planned["data"]["role"] == "reviser:recombine"
+    name = call_id + (".pool" if recombine else ".proofs")
+    put = next(r for r in journal if r["type"] == "artifact.put" and r["data"]["artifact"] == name)
+    fold = page_rules.Fold()
+    for record in journal[: put["seq"]]:
+        fold.apply(record["type"], record["data"])
+    texts, names, reviews = [], [], []
+    for item in target.split(","):
+        version = page_rules.version_of(item)
+        assert version is not None
+        proof = fold.proofs.get(version, "")
+        names.append(proof)
+        text = read_blob(run, fold.artifacts[proof]["blob"]["blob"]).decode() if proof else ""
+        if recombine:
+            findings, reviewers = page_rules.findings_of_version(fold, *version)
+            heading = "\n\n### Confirmed findings on this proof\n\n"
+            text = text.strip() + heading + (findings or "(no finding was confirmed)")
+            reviews += reviewers
+        texts.append(text)
+    seq = give_input(run, journal, name, texts)
+    put["data"]["producer"] = ",".join(names + reviews)
+    return seq
