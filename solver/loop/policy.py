@@ -481,6 +481,26 @@ def _unneeded_verifications(state: RunState, lineage: str, version: VersionState
     ]
 
 
+def _reviews_due(
+    state: RunState, name: str, number: int, verifications: list[CallState], cfg: PolicyConfig
+) -> list[CallPlanned]:
+    """A review for each of these verifications that needs one and has none yet."""
+    reviewed = {c.target for c in review_calls(state, name, number)}
+    return [
+        CallPlanned(
+            call_id=f"{v.call_id}.review",
+            role="reviewer",
+            variant=cfg.variant("reviewer", 0),
+            phase="solve",
+            lineage=name,
+            version=number,
+            target=v.call_id,
+        )
+        for v in verifications
+        if _needs_review(v, cfg) and v.call_id not in reviewed
+    ]
+
+
 def _verify_round(
     state: RunState, lineage: LineageState, version: VersionState, cfg: PolicyConfig
 ) -> tuple[list[Decision], list[CallPlanned]]:
@@ -496,20 +516,7 @@ def _verify_round(
         reviewing = [c for c in review_calls(state, name, number) if c.status == "planned"]
         if not reviewing:
             return _judge_round(state, lineage, version, passes, passes + fails, cfg), []
-    reviewed = {c.target for c in review_calls(state, name, number)}
-    reviews = [
-        CallPlanned(
-            call_id=f"{v.call_id}.review",
-            role="reviewer",
-            variant=cfg.variant("reviewer", 0),
-            phase="solve",
-            lineage=name,
-            version=number,
-            target=v.call_id,
-        )
-        for v in verifications
-        if _needs_review(v, cfg) and v.call_id not in reviewed
-    ]
+    reviews = _reviews_due(state, name, number, verifications, cfg)
     if reviews and not any(c.status == "planned" for c in verifications):
         return [], reviews
     if reviews and (cfg.cancel_on_blocking or cfg.verify_stage):
@@ -707,20 +714,7 @@ def _checks_step(
     outcomes = [verification_outcome(state, c, cfg) for c in calls]
     passes, fails = outcomes.count("pass"), outcomes.count("fail")
     pending = outcomes.count("pending")
-    reviewed = {c.target for c in review_calls(state, name, number)}
-    reviews = [
-        CallPlanned(
-            call_id=f"{c.call_id}.review",
-            role="reviewer",
-            variant=cfg.variant("reviewer", 0),
-            phase="solve",
-            lineage=name,
-            version=number,
-            target=c.call_id,
-        )
-        for c in calls
-        if _needs_review(c, cfg) and c.call_id not in reviewed
-    ]
+    reviews = _reviews_due(state, name, number, calls, cfg)
     if reviews:
         return [], reviews, []
     if fails and cfg.cancel_on_blocking:
