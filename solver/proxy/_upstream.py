@@ -36,15 +36,17 @@ _ERROR_BODY_LIMIT = 64 * 1024
 
 @functools.cache
 def _tls() -> ssl.SSLContext:
-    """One TLS context for every client: building one costs milliseconds each."""
+    """A TLS context with the CA bundle loaded; building one costs milliseconds, so the
+    proxy builds one and shares it between its clients."""
     return httpx.create_ssl_context()
 
 
 class UpstreamClients:
     def __init__(self, providers: tuple[Provider, ...], deadlines: ProxyDeadlines) -> None:
-        self._pools = {p.name: Http1Pool(deadlines.connect, _tls()) for p in providers}
+        tls = _tls()
+        self._pools = {p.name: Http1Pool(deadlines.connect, tls) for p in providers}
         timeout = httpx.Timeout(connect=deadlines.connect, read=30.0, write=30.0, pool=None)
-        self.side = httpx.AsyncClient(timeout=timeout, trust_env=False, verify=_tls())
+        self.side = httpx.AsyncClient(timeout=timeout, trust_env=False, verify=tls)
 
     def pool(self, provider: Provider) -> Http1Pool:
         return self._pools[provider.name]
