@@ -12,7 +12,7 @@ can check that every blob a record names is already durable.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -90,8 +90,17 @@ class Usage(BaseModel):
 class _Rec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Fields a record type gained after it was first written: left off the line while they
+    # hold their default, so records that have nothing to say in them keep their old shape.
+    added_later: ClassVar[tuple[str, ...]] = ()
+
     def data(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", exclude={"type"})
+        out = self.model_dump(mode="json", exclude={"type"})
+        for name in self.added_later:
+            default = type(self).model_fields[name].get_default(call_default_factory=True)
+            if getattr(self, name) == default:
+                del out[name]
+        return out
 
     def record_type(self) -> str:
         return str(type(self).model_fields["type"].default)
@@ -109,13 +118,7 @@ class SessionStarted(_Rec):
     # set when this session was moved to another endpoint (`solver resume --endpoint`),
     # masked; the audit's network check holds the session to it
     endpoint: str | None = None
-
-    def data(self) -> dict[str, Any]:
-        out = super().data()
-        if self.endpoint is None:
-            # only a moved session names its endpoint; the others keep the record's old shape
-            del out["endpoint"]
-        return out
+    added_later = ("endpoint",)
 
 
 SessionEndReason = Literal[
@@ -142,12 +145,7 @@ class EndpointProbed(_Rec):
     # what this endpoint makes of the run's settings, said once: a thinking budget it does not
     # take, a max_tokens above its context (docs/format.md, Request fields)
     notes: list[str] = Field(default_factory=list)
-
-    def data(self) -> dict[str, Any]:
-        out = super().data()
-        if not self.notes:
-            del out["notes"]  # a probe with nothing to say keeps the record's old shape
-        return out
+    added_later = ("notes",)
 
 
 class NetConnect(_Rec):
