@@ -14,14 +14,14 @@ a worker thread with a deadline (``undecided`` when it is missed).
 from __future__ import annotations
 
 import random
-import re
 import threading
 from dataclasses import dataclass
 from typing import Literal
 
 import sympy
 
-from solver.answers.forms import Answer, Piece, normalise, read_answer, text_key, unbox
+from solver.answers.forms import Answer, Piece, read_answer
+from solver.answers.text import answer_key, extract_final_answer
 
 Verdict = Literal["equivalent", "not_equivalent", "undecided"]
 
@@ -39,62 +39,6 @@ class AnswerCheck:
 
 
 # ---------------------------------------------------------------- extraction
-
-_FINAL_SECTION = re.compile(
-    r"^[ \t]*(?:#{1,3}[ \t]*|\*\*)(?:final[ \t]+)?answer\b[^\n]*\n"
-    r"(?P<body>.*?)(?=^[ \t]*#{1,3}[ \t]|\Z)",
-    re.IGNORECASE | re.MULTILINE | re.DOTALL,
-)
-_FINAL_LINE = re.compile(
-    r"^[ \t*_]*(?:final[ \t]+answer|answer)[ \t*_]*[:：][ \t*_]*(?P<value>[^\n]+)$",
-    re.IGNORECASE | re.MULTILINE,
-)
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_NOT_APPLICABLE = re.compile(r"^\W*(?:not applicable|n/?a|none required|no answer)\W*$", re.I)
-
-
-def _last_boxed(text: str) -> str | None:
-    boxes = list(_BOXED.finditer(text))
-    if not boxes:
-        return None
-    start = boxes[-1].start()
-    content = unbox(text[start:])
-    return None if content == text[start:] else content
-
-
-def extract_final_answer(proof_text: str) -> str | None:
-    """The final answer a proof states: its "Final answer" section (the box in it, if any),
-    else the last ``\\boxed{...}``, else a last "Final answer:" / "Answer:" line."""
-    try:
-        sections = list(_FINAL_SECTION.finditer(proof_text))
-        if sections:
-            body = sections[-1].group("body").strip()
-            boxed = _last_boxed(body)
-            value = boxed if boxed is not None else body
-            if value.strip() and not _NOT_APPLICABLE.match(value.strip()):
-                return value.strip()
-        boxed = _last_boxed(proof_text)
-        if boxed is not None and boxed.strip():
-            return boxed.strip()
-        lines = list(_FINAL_LINE.finditer(proof_text))
-        if lines:
-            value = lines[-1].group("value").strip().strip("*_ ")
-            if value and not _NOT_APPLICABLE.match(value):
-                return value
-    except (RecursionError, ValueError):
-        return None
-    return None
-
-
-def answer_key(answer: str) -> str:
-    """A final answer reduced to a key for comparing answers without sympy: deterministic and
-    quick, for the loop's pure policy. Equal keys are the same answer; different keys may
-    still be one answer written two ways (the loop then checks more, never less)."""
-    try:
-        return text_key(normalise(answer))
-    except (RecursionError, ValueError):
-        return " ".join(answer.split()).casefold()
-
 
 # ---------------------------------------------------------------- comparison
 

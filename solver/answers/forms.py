@@ -9,13 +9,21 @@ reals (intervals, unions, inequalities in one variable), a residue class (``odd 
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Literal
 
 import sympy
 
-from solver.answers.latex import LatexError, to_sympy
+from solver.answers.latex import to_sympy
+from solver.answers.text import (
+    FILLER_WORDS,
+    LatexError,
+    has_words,
+    normalise,
+    split_condition,
+    split_top,
+    text_key,
+)
 
 PieceKind = Literal["expr", "tuple", "set", "residue", "empty", "text"]
 
@@ -40,181 +48,6 @@ class Answer:
     pieces: tuple[Piece, ...]
     condition: str = ""
     notes: tuple[str, ...] = field(default=())
-
-
-_UNICODE = {
-    "≤": r"\le ",
-    "≥": r"\ge ",
-    "≠": r"\ne ",
-    "−": "-",
-    "–": "-",
-    "×": r"\times ",
-    "·": r"\cdot ",
-    "⋅": r"\cdot ",
-    "∞": r"\infty ",
-    "π": r"\pi ",
-    "√": r"\sqrt",
-    "∪": r"\cup ",
-    "∈": r"\in ",
-    "∅": r"\emptyset ",
-    "…": r"\ldots ",
-    "≡": r"\equiv ",
-    "ℤ": r"\mathbb{Z}",
-    "ℕ": r"\mathbb{N}",
-    "ℝ": r"\mathbb{R}",
-    "α": r"\alpha ",
-    "β": r"\beta ",
-    "γ": r"\gamma ",
-    "δ": r"\delta ",
-    "θ": r"\theta ",
-    "λ": r"\lambda ",
-    "μ": r"\mu ",
-    "ρ": r"\rho ",
-    "σ": r"\sigma ",
-    "φ": r"\varphi ",
-    "ϕ": r"\phi ",
-    "ω": r"\omega ",
-}
-_RELATIONS = [
-    (re.compile(r"\\(?:leq?slant|leq|le)(?![A-Za-z])"), "<="),
-    (re.compile(r"\\(?:geq?slant|geq|ge)(?![A-Za-z])"), ">="),
-    (re.compile(r"\\(?:neq|ne)(?![A-Za-z])"), "!="),
-    (re.compile(r"\\lt(?![A-Za-z])"), "<"),
-    (re.compile(r"\\gt(?![A-Za-z])"), ">"),
-]
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_TEXT_COMMAND = re.compile(r"\\(?:text|textrm|textup|mbox|mathrm|textnormal)\s*\{([^{}]*)\}")
-_LEAD = re.compile(r"^(?:the\s+)?(?:final\s+)?(?:answer|result)\s*(?:is|:)?\s*", re.IGNORECASE)
-_QUALIFIER = re.compile(
-    r"(?:,\s*|\s+|\()(?=(?:for|where|when|if|with|provided|whenever|otherwise)\b)",
-    re.IGNORECASE,
-)
-
-
-def braced(text: str, open_at: int) -> tuple[str, int]:
-    """The content of the brace group opening at ``open_at`` and the index after it."""
-    depth = 0
-    index = open_at
-    while index < len(text):
-        char = text[index]
-        if char == "\\":
-            index += 2
-            continue
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_at + 1 : index], index + 1
-        index += 1
-    raise LatexError("unbalanced braces")
-
-
-def unbox(text: str) -> str:
-    """The contents of every \\boxed{...} joined by commas, or the text if there is none."""
-    found: list[str] = []
-    for match in _BOXED.finditer(text):
-        try:
-            content, _end = braced(text, match.end() - 1)
-        except LatexError:
-            continue
-        found.append(content)
-    return ", ".join(found) if found else text
-
-
-def normalise(raw: str) -> str:
-    text = unicodedata.normalize("NFKC", raw)
-    for char, replacement in _UNICODE.items():
-        text = text.replace(char, replacement)
-    text = unbox(text)
-    text = re.sub(r"\\[()\[\]]|\$", " ", text)
-    # Degrees: 180^\circ, 180^{\circ}, 180°.
-    text = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|°", " ", text)
-    text = _TEXT_COMMAND.sub(lambda m: f" {m.group(1)} ", text)
-    text = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![A-Za-z])\.?", "", text)
-    text = re.sub(r"\\(?:displaystyle|textstyle|quad|qquad)(?![A-Za-z])|\\[,;:! ]", " ", text)
-    text = re.sub(r"\\[dt]frac(?![A-Za-z])", r"\\frac", text)
-    text = re.sub(r"\\mathbb\s*\{?\s*([A-Za-z])\s*\}?", r"\\mathbb{\1}", text)
-    text = re.sub(r"([\^_])\{\s*([A-Za-z0-9])\s*\}", r"\1\2", text)
-    text = re.sub(r"\\(?:dots|cdots|ldots|dotsc|dotsb)(?![A-Za-z])|\.\.\.", r" \\ldots ", text)
-    for pattern, replacement in _RELATIONS:
-        text = pattern.sub(f" {replacement} ", text)
-    text = re.sub(r"(?<![<>!=])=(?!=)", " = ", text)
-    text = re.sub(r"\s+", " ", text).strip()
-    text = _LEAD.sub("", text)
-    return text.rstrip(" .;").strip()
-
-
-def split_top(text: str, separators: str = ",;") -> list[str]:
-    """Split at separators outside (), [], {} (also across mixed interval brackets)."""
-    parts: list[str] = []
-    depth = 0
-    start = 0
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "\\" and text[index + 1 : index + 2] in "{}":
-            depth += 1 if text[index + 1] == "{" else -1
-            index += 2
-            continue
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        elif char in separators and depth <= 0:
-            parts.append(text[start:index])
-            start = index + 1
-        index += 1
-    parts.append(text[start:])
-    return [part.strip() for part in parts if part.strip()]
-
-
-def split_condition(text: str) -> tuple[str, str]:
-    """Main answer and its condition (``... for some a > 0``)."""
-    depth = 0
-    for match in _QUALIFIER.finditer(text):
-        prefix = text[: match.start()]
-        depth = prefix.count("(") + prefix.count("{") - prefix.count(")") - prefix.count("}")
-        if depth == 0 and match.start() > 0:
-            return text[: match.start()].strip(" ,"), text[match.end() :].strip(" ()")
-    return text, ""
-
-
-_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
-_MATH_WORDS = {"sin", "cos", "tan", "cot", "sec", "csc", "log", "exp", "gcd", "lcm", "max", "min"}
-_MATH_WORDS |= {"sinh", "cosh", "tanh", "arcsin", "arccos", "arctan", "floor", "sqrt", "mod"}
-_MATH_WORDS |= {"pmod", "bmod", "frac", "binom", "infty", "cup", "cap", "equiv"}
-
-
-def has_words(text: str) -> bool:
-    """Whether the text holds prose (words of 3+ letters that are not math commands)."""
-    return any(word.lower() not in _MATH_WORDS for word in _WORD.findall(text))
-
-
-_FILLER = {
-    "all", "every", "each", "any", "the", "a", "an", "are", "is", "be", "of", "and", "that",
-    "such", "values", "value", "possible", "those", "which", "for", "it", "its", "n", "m", "k",
-    "x", "there", "only", "in", "set", "real", "positive", "natural",
-}  # fmt: skip
-_SYNONYMS = {
-    "numbers": "integers",
-    "number": "integers",
-    "integer": "integers",
-    "primes": "prime",
-    "two": "2",
-    "three": "3",
-    "powers": "power",
-}
-
-
-def text_key(text: str) -> str:
-    """Prose reduced to its content tokens in order (``n is prime`` -> ``prime``)."""
-    tokens = re.findall(r"[a-z0-9]+|[<>=!]+|[^\sa-z0-9]", text.lower())
-    kept = [_SYNONYMS.get(t, t) for t in tokens if _SYNONYMS.get(t, t) not in _FILLER]
-    # "odd prime numbers" and "odd primes" say the same; a bare "integers" is kept.
-    if any(token != "integers" for token in kept):
-        kept = [token for token in kept if token != "integers"]
-    return " ".join(kept)
 
 
 _LEADING_WORDS = re.compile(
@@ -243,7 +76,8 @@ def residue_class(text: str) -> tuple[int, int] | None:
     """``odd``/``even``/``4k+3``/``n \\equiv 3 \\pmod 4`` -> (modulus, residue)."""
     lowered = text.lower().strip()
     words = set(re.findall(r"[a-z]+", lowered))
-    if words & {"odd", "even"} and not words - _FILLER - {"odd", "even", "integers", "numbers"}:
+    spare = words - FILLER_WORDS - {"odd", "even", "integers", "numbers"}
+    if words & {"odd", "even"} and not spare:
         if "odd" in words and "even" not in words:
             return (2, 1)
         if "even" in words and "odd" not in words:

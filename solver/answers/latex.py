@@ -30,6 +30,8 @@ from sympy.parsing.sympy_parser import (
     standard_transformations,
 )
 
+from solver.answers.text import LatexError
+
 MAX_EXPONENT = 100_000
 MAX_INTEGER_DIGITS = 5_000
 MAX_NODES = 2_000
@@ -72,10 +74,6 @@ _WRAPPERS = {"mathrm", "mathbf", "mathit", "boldsymbol", "operatorname", "mathno
 
 _SAFE_OUTPUT = re.compile(r"[A-Za-z0-9_ .+\-*/(),]*")
 _TRANSFORMS = (*standard_transformations, convert_xor, implicit_multiplication)
-
-
-class LatexError(ValueError):
-    """The text is not a math expression this module can read."""
 
 
 class _Translator:

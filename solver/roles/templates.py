@@ -93,19 +93,28 @@ def _walk(node: Traversable, prefix: str) -> Iterator[str]:
             yield f"{prefix}{child.name}"
 
 
+@cache
 def template_names() -> tuple[str, ...]:
-    """Every template under ``prompts/``, sorted, as paths relative to it."""
+    """Every template under ``prompts/``, sorted, as paths relative to it. Listed once per
+    process, like the bytes (``template_source``): a context is built from these for every
+    call, and walking the package and parsing each template again cost more than the call."""
     return tuple(_walk(_root(), ""))
+
+
+@cache
+def _digests() -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (name, "sha256:" + hashlib.sha256(template_source(name)).hexdigest())
+        for name in template_names()
+    )
 
 
 def template_digests() -> dict[str, str]:
     """Template path (relative to ``prompts/``) -> ``"sha256:<hex>"`` of its bytes."""
-    return {
-        name: "sha256:" + hashlib.sha256(template_source(name)).hexdigest()
-        for name in template_names()
-    }
+    return dict(_digests())
 
 
+@cache
 def referenced_templates(name: str) -> tuple[str, ...]:
     """``name`` and every template it includes or extends, transitively, sorted."""
     seen: set[str] = set()
