@@ -67,13 +67,22 @@ agent-clis: install-test
 # starts its own private llama-server (tests/local_server.py). Tests marked `serial` measure
 # throughput: they run after, on their own.
 # `-m` replaces the default markers of pyproject.toml, so both runs repeat them.
+# `worksteal` lets an idle worker take queued tests from a busy one, so a few long tests (the
+# chaos kills, the embedded model) do not leave the others waiting at the end.
 PYTEST_WORKERS ?= 4
 PYTEST_MARKS := not long and not soak
+# Test scratch (pytest's tmp_path and the subprocesses' temporary files) goes to RAM when
+# /dev/shm is writable and has 4 GB free: every run a test writes syncs each journal record
+# and blob to disk, a sixth of the time of the tests that write runs (docs/benchmarks.md).
+# Durability is tested by fault injection (tests/store), never by the disk itself.
+TEST_TMPDIR := $(shell test -w /dev/shm && df -Pk /dev/shm | awk 'NR == 2 && $$4 >= 4194304 {print "/dev/shm"}')
+PYTEST_ENV := $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR))
 
 pytest: install-test browser agent-clis
 	$(BIN)/solver local install
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) -m '$(PYTEST_MARKS) and not serial'; \
-	parallel=$$?; $(PY) -m pytest -q -m '$(PYTEST_MARKS) and serial'; alone=$$?; \
+	$(PYTEST_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal \
+	  -m '$(PYTEST_MARKS) and not serial'; \
+	parallel=$$?; $(PYTEST_ENV) $(PY) -m pytest -q -m '$(PYTEST_MARKS) and serial'; alone=$$?; \
 	if [ $$parallel -eq 5 ] || [ $$alone -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	[ $$parallel -eq 0 ] && [ $$alone -eq 0 ]
 

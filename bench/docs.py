@@ -22,6 +22,7 @@ PAGES = (
     "answers",
     "report",
     "policy",
+    "suite",
 )
 SUMMARY_END = "methods.\n"  # the last line of the summary's closing paragraph ends so
 

@@ -130,10 +130,13 @@ def test_the_stop_check_counts_a_search_that_gave_up_with_budget_left(tmp_path: 
     quiet = RoleParams(false_alarm=0.0, no_verdict=0.0)
     gpu = policy.GpuModel()
     by_name = {p.name: p for p in policy.POLICIES}
-    before = policy.run_session(tmp_path, by_name["before"], hopeless, quiet, gpu, 0, 20_000_000)
+    # One candidate, so the old cap is 3 lineages, not 12: the same rule in a quarter of the time.
+    old = by_name["before"]
+    old = policy.Policy(old.name, old.source, {**old.flags, "candidates": 1}, old.baseline)
+    before = policy.run_session(tmp_path, old, hopeless, quiet, gpu, 0, 20_000_000)
     assert before.stopped_early and before.left == "no lineage can go on"
-    assert before.abandoned >= 1 and before.abandoned_fixable == 0
-    now = policy.run_session(tmp_path, by_name["default"], hopeless, quiet, gpu, 0, 1_000_000)
+    assert before.abandoned == 3 and before.abandoned_fixable == 0
+    now = policy.run_session(tmp_path, by_name["default"], hopeless, quiet, gpu, 0, 400_000)
     assert not now.stopped_early and now.left.startswith("token budget")
     lines = policy.stop_check([before, now], (by_name["before"], by_name["default"]))
     assert "before      1 of 1 runs stopped with budget left" in lines

@@ -41,11 +41,12 @@ def workdir(
         )
     )
     config = (EXAMPLES / "demo.toml").read_text()
-    # Four calls of at most 384 tokens show a whole run (a generator, its verifications, an
-    # ending) in minutes on one CPU thread; the 135M model's replies run to their limit
-    # anyway, so longer limits only cost time (a cut reply is the honest case these check).
+    # The 135M model's replies run to any limit, so every call is cut at its max_tokens (with
+    # 384 tokens as with 160, the run is two cut-off generations and an honest "unsolved"):
+    # short limits keep that whole run, a real server's cut replies and the audit of them, to
+    # seconds on one CPU thread.
     config = re.sub(
-        r"max_tokens = \d+", "max_tokens = 384", config.replace("calls = 10", "calls = 4")
+        r"max_tokens = \d+", "max_tokens = 160", config.replace("calls = 10", "calls = 4")
     )
     (tmp_path / "solver.toml").write_text(config)
     write_problem(tmp_path)
