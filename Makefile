@@ -77,12 +77,15 @@ PYTEST_MARKS := not long and not soak
 # Durability is tested by fault injection (tests/store), never by the disk itself.
 TEST_TMPDIR := $(shell test -w /dev/shm && df -Pk /dev/shm | awk 'NR == 2 && $$4 >= 4194304 {print "/dev/shm"}')
 PYTEST_ENV := $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR))
+# The serial run collects only the files that mark a test serial (none found: all of tests/).
+SERIAL_FILES := $(shell grep -rl --include='*.py' 'mark\.serial' tests)
 
 pytest: install-test browser agent-clis
 	$(BIN)/solver local install
 	$(PYTEST_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal \
 	  -m '$(PYTEST_MARKS) and not serial'; \
-	parallel=$$?; $(PYTEST_ENV) $(PY) -m pytest -q -m '$(PYTEST_MARKS) and serial'; alone=$$?; \
+	parallel=$$?; $(PYTEST_ENV) $(PY) -m pytest -q -m '$(PYTEST_MARKS) and serial' $(SERIAL_FILES); \
+	alone=$$?; \
 	if [ $$parallel -eq 5 ] || [ $$alone -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	[ $$parallel -eq 0 ] && [ $$alone -eq 0 ]
 
