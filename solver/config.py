@@ -39,12 +39,20 @@ class _Section(BaseModel):
 # before sampling was explicit) leaves the server's default.
 DEFAULT_TEMPERATURE = 1.0
 DEFAULT_TOP_P = 0.95
+# The floor of a call's output cap under a token budget (docs/roles.md, Sampling). 1: any
+# cap starts the call, as before the floor existed; the policy lab measured 4096 (about one
+# visible proof) and did not show it better (docs/bench-policy.md), so the default stays.
+DEFAULT_MIN_TOKENS = 1
 
 
 class RoleSettings(_Section):
     temperature: float | None = Field(default=DEFAULT_TEMPERATURE, ge=0.0, le=2.0)
     top_p: float | None = Field(default=DEFAULT_TOP_P, gt=0.0, le=1.0)
     max_tokens: int = Field(default=256_000, ge=1)
+    # Under a token budget, the fewest output tokens a call may start with (no more than
+    # max_tokens): a call capped below it could not write even a short answer, so it waits
+    # for tokens promised to calls in flight, or the budget has ended.
+    min_tokens: int = Field(default=DEFAULT_MIN_TOKENS, ge=1)
     # Tokens of reasoning before the server forces the answer (SGLang's thinking-budget
     # logit processor); None: no budget, only max_tokens bounds a call.
     thinking_budget: int | None = Field(default=None, ge=1)

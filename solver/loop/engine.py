@@ -78,8 +78,13 @@ class Engine:
         routes: Mapping[str, Route] | None = None,
         capacity: SharedCapacity | None = None,
         label: str = "",
+        floor: Callable[[str], int] | None = None,
     ) -> None:
         self.capacity = capacity  # shared with the other runs of an evaluation
+        # The fewest output tokens a new solve call of a role may be given under the token
+        # budget (``roles.<role>.min_tokens``): below it the call waits for tokens promised
+        # to calls in flight, or, with none in flight, the budget has ended.
+        self.floor = floor or (lambda role: 1)
         self.label = label
         self.endpoint_wait_s = endpoint_wait_s
         self.routes = dict(routes or {})
@@ -164,14 +169,16 @@ class Engine:
             if self.policy.total_tokens is not None and planned.phase == "solve":
                 estimate = self.contexts.input_estimate(_provisional(planned))
             cap = self._token_cap(planned.phase, estimate, len(solving))
-            if cap is not None and cap < 1:
+            floor = max(self.floor(planned.role), 1)
+            if cap is not None and cap < floor:
                 if self._promised:
                     break  # the budget left is promised to calls in flight; wait
                 left = (self.policy.total_tokens or 0) - self.state.tokens_total
                 decision = Decision(
                     kind="budget_exhausted",
                     reason=f"token budget of {self.policy.total_tokens} used: {left} left, "
-                    f"too few for the next call's prompt (about {estimate})",
+                    f"too few for the next call's prompt (about {estimate})"
+                    + (f" and its floor of {floor} output tokens" if floor > 1 else ""),
                 )
                 self.recorder.append(decision)
                 self.progress.decided(decision)

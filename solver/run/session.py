@@ -152,6 +152,16 @@ def _lineage_cap(settings: Settings) -> int:
     return 3 * settings.candidates
 
 
+def floor_for(settings: Settings) -> Callable[[str], int]:
+    """A role's ``min_tokens``, never above its ``max_tokens``."""
+
+    def floor(role: str) -> int:
+        chosen = settings.role(settings_role(role))
+        return min(chosen.min_tokens, chosen.max_tokens)
+
+    return floor
+
+
 def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[str, Any]]:
     def sampling(role: str) -> dict[str, Any]:
         chosen = settings.role(settings_role(role))
@@ -374,6 +384,7 @@ class _Session:
             model=model,
             api=plan.endpoint.api,
             sampling=sampling_for(settings, None),
+            floor=floor_for(settings),
             # Within an evaluation the run may use any slot the others leave free.
             concurrency=plan.capacity.slots if plan.capacity is not None else settings.concurrency,
             capacity=plan.capacity,

@@ -181,3 +181,30 @@ def test_a_call_cut_mid_stream_counts_what_it_spent(tmp_path: Path) -> None:
     assert state.calls["L0.v0.generate"].tokens == spent
     assert state.tokens_by_role["generator"] == spent == state.tokens_total
     audit_ok(outcome.run_dir)
+
+
+def test_no_call_starts_below_its_roles_floor(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``roles.<role>.min_tokens``: the same run as above (prompts counted, output cut at the
+    cap), with a floor. Every solve call is sent at least the floor; when the budget left cannot
+    give the next call that much, the run says the budget has ended, naming the floor, instead
+    of starting a call that could not write an answer."""
+    total, floor = 4000, 900
+    floors = {f"roles__{role}__min_tokens": floor for role in ("generator", "verifier")}
+    with FakeEndpoint(_honours_max_tokens) as fake:
+        outcome = solve(fake, tmp_path, candidates=2, budget__total_tokens=total, **floors)
+    state = state_of(outcome.run_dir)
+    sent = _max_tokens_sent(outcome.run_dir)
+    solve_calls = {k: v for k, v in sent.items() if k.startswith("L")}
+    assert solve_calls and all(v >= floor for v in solve_calls.values()), solve_calls
+    assert state.budget_exhausted.startswith("token budget")
+    assert f"its floor of {floor} output tokens" in state.budget_exhausted
+    assert _completed_usage(outcome.run_dir) <= total
+    audit_ok(outcome.run_dir)
+    # Without the floor the same budget starts calls with less than that.
+    with FakeEndpoint(_honours_max_tokens) as fake:
+        bare = solve(
+            fake, tmp_path_factory.mktemp("bare"), candidates=2, budget__total_tokens=total
+        )
+    assert min(v for k, v in _max_tokens_sent(bare.run_dir).items() if k.startswith("L")) < floor
