@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -152,16 +153,22 @@ class ModelClient:
         self, observer: AttemptObserver | None
     ) -> Callable[[str, dict[str, Any]], Awaitable[None]]:
         host, port = host_port(self._proxy) if self._proxy else self._allowed
+        dialled: list[str] = []  # the address the connection being opened was asked for
 
         async def trace(name: str, info: dict[str, Any]) -> None:
+            if name == "connection.connect_tcp.started":
+                dialled[:] = [_ip_literal_address(info.get("host"), info.get("port"))]
+                return
             if name != "connection.connect_tcp.complete":
                 return
             report = observer.connection_opened if observer is not None else self._on_connect
             if report is None:
                 return
-            stream = info.get("return_value")
-            address = stream.get_extra_info("server_addr") if stream is not None else None
-            shown = f"{address[0]}:{address[1]}" if address else ""
+            shown = _peer_address(info.get("return_value"))
+            if not shown and dialled:
+                # A server that resets the connection at once leaves the socket unable to
+                # name its peer; a connect to an IP literal (no DNS) can only have reached it.
+                shown = dialled[0]
             report(Connection(host=host, port=port, address=shown))
 
         return trace
@@ -597,3 +604,25 @@ class _AttemptState:
             response_sha256=self.hasher.hexdigest(),
             response_bytes=self.size,
         )
+
+
+def _peer_address(stream: Any) -> str:
+    """``host:port`` of the peer a new connection reached, as its socket reports it; empty
+    when the socket cannot say (it was reset before it was asked)."""
+    try:
+        address = stream.get_extra_info("server_addr") if stream is not None else None
+    except OSError:
+        address = None
+    return f"{address[0]}:{address[1]}" if address else ""
+
+
+def _ip_literal_address(host: object, port: object) -> str:
+    """``host:port`` when ``host`` is an IP address (not a name DNS could resolve anywhere),
+    else empty."""
+    if not isinstance(host, str) or not isinstance(port, int):
+        return ""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return ""
+    return f"{host}:{port}"
