@@ -95,7 +95,10 @@ pytest: install-test browser agent-clis
 	if [ $$parallel -eq 5 ] || [ $$alone -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; \
 	[ $$parallel -eq 0 ] && [ $$alone -eq 0 ]
 
-test: lint typecheck pytest
+# mypy runs beside the tests, which leave most of a core idle while they wait on sockets and
+# subprocesses; -Oline keeps each output line whole.
+test: lint
+	$(MAKE) --no-print-directory -j2 -Oline typecheck pytest
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
