@@ -530,18 +530,7 @@ def _verify_round(
     room = cap - len(verifications)
     ask = min(wanted - passes - fails - len(pending), room)
     if ask > 0:
-        first = len(verifications)
-        return [], [
-            CallPlanned(
-                call_id=f"{name}.v{number}.verify.{n}",
-                role="verifier",
-                variant=cfg.variant("verifier", n),
-                phase="solve",
-                lineage=name,
-                version=number,
-            )
-            for n in range(first, first + ask)
-        ]
+        return [], _verifier_calls(name, number, "verify", len(verifications), ask, cfg)
     if pending:
         return [], []
     return _judge_round(state, lineage, version, passes, passes + fails, cfg), []
@@ -700,6 +689,24 @@ def _unchecked(
     return tuple(out)
 
 
+def _verifier_calls(
+    name: str, number: int, kind: str, first: int, ask: int, cfg: PolicyConfig
+) -> list[CallPlanned]:
+    """Verifications ``first`` to ``first + ask - 1`` of version ``number`` of lineage
+    ``name``, each with its variant; call ids ``L.vN.<kind>.<i>`` (a round's, or a check's)."""
+    return [
+        CallPlanned(
+            call_id=f"{name}.v{number}.{kind}.{n}",
+            role="verifier",
+            variant=cfg.variant("verifier", n),
+            phase="solve",
+            lineage=name,
+            version=number,
+        )
+        for n in range(first, first + ask)
+    ]
+
+
 def _checks_step(
     state: RunState, lineage: LineageState, cfg: PolicyConfig, disputed: set[tuple[str, int]]
 ) -> tuple[list[Decision], list[CallPlanned], list[str]]:
@@ -717,36 +724,20 @@ def _checks_step(
     reviews = _reviews_due(state, name, number, calls, cfg)
     if reviews:
         return [], reviews, []
+    why = f"{stage} round: {passes}/{passes + fails} verifications passed"
     if fails and cfg.cancel_on_blocking:
         # Failed: judge it once the reviews in flight have said which findings stand (the
         # reviser is shown them), and stop the verifications still running.
         if any(_review_running(state, c) for c in calls):
             return [], [], []
-        why = f"{stage} round: {passes}/{passes + fails} verifications passed"
         running = [c.call_id for c in calls if c.status == "planned"]
         return [_unaccepted(lineage, number, why)], [], running
     cap = 2 * size if cfg.reverify_no_verdict else size
     ask = min(size - passes - fails - pending, cap - len(calls))
     if ask > 0:
-        first = len(calls)
-        return (
-            [],
-            [
-                CallPlanned(
-                    call_id=f"{name}.v{number}.{stage}.{n}",
-                    role="verifier",
-                    variant=cfg.variant("verifier", n),
-                    phase="solve",
-                    lineage=name,
-                    version=number,
-                )
-                for n in range(first, first + ask)
-            ],
-            [],
-        )
+        return [], _verifier_calls(name, number, stage, len(calls), ask, cfg), []
     if pending:
         return [], [], []
-    why = f"{stage} round: {passes}/{passes + fails} verifications passed"
     if passes >= size and not fails:
         kind = "final_passed" if stage == FINAL else "recheck_passed"
         return [Decision(kind=kind, lineage=name, version=number, reason=why)], [], []

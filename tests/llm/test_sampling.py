@@ -4,7 +4,6 @@ manifest and in every request body, and the audit re-produces those bodies byte 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -12,11 +11,9 @@ import orjson
 import pytest
 
 from solver.config import ROLE_NAMES, RoleSettings
-from solver.llm import Connection, Deadlines, Endpoint, Message, ModelClient, Request, RetryPolicy
+from solver.llm import Message, Request
 from solver.llm import encode_request as encode
-from solver.run import Seams
 from solver.store import RunReader
-from solver.testing import ScriptedClient
 from tests.loop import scripts
 from tests.loop.harness import ScriptedEndpoint, audit_ok, solve
 
@@ -33,25 +30,6 @@ def test_every_protocol_sends_temperature_and_top_p(api: str) -> None:
     )
     body = orjson.loads(encode(api, request))  # type: ignore[arg-type]
     assert (body["temperature"], body["top_p"]) == (1.0, 0.95)
-
-
-class _SGLangScripted(ScriptedEndpoint):
-    """The scripted endpoint answering its probe as SGLang with the processor flag on."""
-
-    def seams(self) -> Seams:
-        def client(
-            endpoint: Endpoint,
-            deadlines: Deadlines,
-            retry: RetryPolicy,
-            on_connect: Callable[[Connection], None],
-        ) -> ModelClient:
-            scripted = ScriptedClient(
-                endpoint, self.responder, on_connect=on_connect, thinking_budget=True
-            )
-            scripted.requests = self.requests
-            return scripted
-
-        return Seams(client=client)
 
 
 def _journal(run_dir: Path, kind: str) -> list[dict[str, Any]]:
@@ -84,7 +62,7 @@ def test_a_probe_with_nothing_to_say_keeps_the_records_old_shape(tmp_path: Path)
 
 
 def test_a_thinking_budget_goes_to_its_role_only_and_audits_clean(tmp_path: Path) -> None:
-    with _SGLangScripted(scripts.solved) as fake:
+    with ScriptedEndpoint(scripts.solved, thinking_budget=True) as fake:
         outcome = solve(fake, tmp_path, **{"roles.generator.thinking_budget": 16000})
     by_role: dict[str, list[Any]] = {}
     for request in fake.requests:

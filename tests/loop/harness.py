@@ -59,8 +59,13 @@ class ScriptedEndpoint:
 
     url = "http://127.0.0.1:9"  # never dialled; the allow-list and the audit see this port
 
-    def __init__(self, responder: Responder | list[Reply]) -> None:
+    def __init__(
+        self, responder: Responder | list[Reply], *, thinking_budget: bool = False
+    ) -> None:
+        """``thinking_budget``: the probe answers as SGLang with its thinking-budget processor
+        on."""
         self.responder = responder
+        self.thinking_budget = thinking_budget
         self.requests: list[RecordedRequest] = []
 
     def __enter__(self) -> ScriptedEndpoint:
@@ -76,7 +81,12 @@ class ScriptedEndpoint:
             retry: RetryPolicy,
             on_connect: Callable[[Connection], None],
         ) -> ModelClient:
-            scripted = ScriptedClient(endpoint, self.responder, on_connect=on_connect)
+            scripted = ScriptedClient(
+                endpoint,
+                self.responder,
+                on_connect=on_connect,
+                thinking_budget=self.thinking_budget,
+            )
             scripted.requests = self.requests  # one list across sessions, as a fake keeps
             return scripted
 
