@@ -31,7 +31,7 @@ from typing import Any
 
 from solver._util.ids import uuid7
 from solver.audit import audit_run
-from solver.config import resolve_settings
+from solver.config import Settings, resolve_settings
 from solver.llm import (
     AttemptEnd,
     AttemptObserver,
@@ -376,21 +376,36 @@ def run_session(
                 )
             return ScriptedClient(endpoint, lab, on_connect=on_connect, pace=gpu)
 
-        outcome = asyncio.run(
-            start_run(
-                load_problem(path),
-                path,
-                resolved,
-                evaluation=False,
-                argv=["lab", policy.name, params.name, str(seed)],
-                make_progress=_Quiet,
-                on_created=lambda _: None,
-                seams=Seams(client=client, clock=gpu.clock),
-            )
+        run_dir = solve_in_lab(
+            path, resolved, client, gpu, ["lab", policy.name, params.name, str(seed)]
         )
-    session = summarise(outcome.run_dir, policy, params, lab, gpu, seed, audit)
-    shutil.rmtree(outcome.run_dir)  # hundreds of runs would fill the scratch space
+    session = summarise(run_dir, policy, params, lab, gpu, seed, audit)
+    shutil.rmtree(run_dir)  # hundreds of runs would fill the scratch space
     return session
+
+
+def solve_in_lab(
+    path: Path,
+    resolved: Settings,
+    client: Callable[..., ModelClient],
+    gpu: VirtualGpu,
+    argv: list[str],
+) -> Path:
+    """One run of the real loop on the lab's virtual clock, with no progress shown: its
+    directory."""
+    outcome = asyncio.run(
+        start_run(
+            load_problem(path),
+            path,
+            resolved,
+            evaluation=False,
+            argv=argv,
+            make_progress=_Quiet,
+            on_created=lambda _: None,
+            seams=Seams(client=client, clock=gpu.clock),
+        )
+    )
+    return Path(outcome.run_dir)
 
 
 def _proof_state(run_dir: Path, state: RunState, lab: LabModel, lineage: str, version: int) -> Any:

@@ -169,7 +169,7 @@ class Engine:
             if self.policy.total_tokens is not None and planned.phase == "solve":
                 estimate = self.contexts.input_estimate(_provisional(planned))
             cap = self._token_cap(planned.phase, estimate, len(solving))
-            floor = max(self.floor(planned.role), 1)
+            floor = self.floor(planned.role)
             if cap is not None and cap < floor:
                 if self._promised:
                     break  # the budget left is promised to calls in flight; wait

@@ -515,13 +515,10 @@ def lab_run(
     pairwise: bool = True,
 ) -> Path:
     """One lab session with every feature on; its run directory."""
-    import asyncio
     import sys
     from dataclasses import replace
 
     from solver.config import resolve_settings
-    from solver.problems import load_problem
-    from solver.run import Seams, start_run
     from solver.testing import (
         GpuModel,
         LabModel,
@@ -533,7 +530,7 @@ def lab_run(
     from solver.testing.fake_endpoint import Reply
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    import policy  # type: ignore[import-not-found]  # bench/policy.py: its _Quiet progress
+    import policy  # type: ignore[import-not-found]  # bench/policy.py: its lab runner
 
     lab = LabModel(params, RoleParams(), seed)
     gpu = VirtualGpu(model=GpuModel())
@@ -565,19 +562,8 @@ def lab_run(
     def client(endpoint: Any, deadlines: Any, retry: Any, on_connect: Any) -> ScriptedClient:
         return ScriptedClient(endpoint, answers_differ, on_connect=on_connect, pace=gpu)
 
-    outcome = asyncio.run(
-        start_run(
-            load_problem(path),
-            path,
-            resolved,
-            evaluation=False,
-            argv=["lab", api, str(seed)],
-            make_progress=policy._Quiet,
-            on_created=lambda _: None,
-            seams=Seams(client=client, clock=gpu.clock),
-        )
-    )
-    return Path(outcome.run_dir)
+    run_dir: Path = policy.solve_in_lab(path, resolved, client, gpu, ["lab", api, str(seed)])
+    return run_dir
 
 
 def call_kinds(run: Path) -> dict[str, int]:
