@@ -121,8 +121,14 @@ BEFORE = {
 FINAL_ROUND = {"acceptance.final_verifications": 10}
 PAIRWISE = {"acceptance.pairwise_selection": True, "acceptance.final_grades": 3}
 
+# A lab flag, not a config key: the run gets a checker of another model family
+# (``roles.checker.endpoint``), the lab model's second family (solver.testing.lab_model).
+CHECKER_FLAG = "lab.checker"
+CHECKED = {CHECKER_FLAG: True, "acceptance.final_verifications": 10}
+
 POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
+    Policy("checked", "defaults + a final round of 10 by another family", CHECKED),
     Policy("final5", "defaults + a final round of 5", {"acceptance.final_verifications": 5}),
     Policy("final10", "defaults + a final round of 10", FINAL_ROUND),
     Policy("pairwise", "defaults + pairwise selection, 3 grades", PAIRWISE),
@@ -216,7 +222,9 @@ def problem_file(root: Path, params: ProblemParams) -> Path:
     return path
 
 
-def settings_for(root: Path, policy: Policy, budget: int, port: int) -> dict[str, Any]:
+def settings_for(
+    root: Path, policy: Policy, budget: int, port: int, checker_port: int = 10
+) -> dict[str, Any]:
     flags: dict[str, Any] = {
         "endpoint": f"http://127.0.0.1:{port}/v1",
         "api": "chat",
@@ -226,6 +234,8 @@ def settings_for(root: Path, policy: Policy, budget: int, port: int) -> dict[str
         "retry.max_attempts": 1,
     }
     flags.update(policy.flags)
+    if flags.pop(CHECKER_FLAG, False):
+        flags["roles.checker.endpoint"] = f"http://127.0.0.1:{checker_port}/v1"
     return flags
 
 
@@ -251,7 +261,7 @@ class _Prepared:
     the FakeEndpoint by request body: the model's draws then see the same order of requests
     as in process, so the same seed gives the same answers whatever carries them."""
 
-    def __init__(self, lab: LabModel) -> None:
+    def __init__(self, lab: Callable[[RecordedRequest], Reply]) -> None:
         self.lab = lab
         self.queued: dict[bytes, list[Reply]] = {}
 
@@ -355,14 +365,21 @@ def run_session(
     audit: bool = True,
 ) -> Session:
     lab = LabModel(params, roles, seed)
-    gpu = VirtualGpu(model=gpu_model)
+    gpu = VirtualGpu(model=gpu_model)  # a checker's calls are paced on it too (conservative)
     path = problem_file(root, params)
     prepared = _Prepared(lab)
+    checking = _Prepared(lab.family("other"))
     fake = FakeEndpoint(prepared) if http else None
-    with fake if fake is not None else contextlib.nullcontext():
-        port = int(fake.url.rsplit(":", 1)[1]) if fake is not None else 9
-        flags = settings_for(root, policy, budget, port)
+    fake_checker = FakeEndpoint(checking) if http else None
+    with contextlib.ExitStack() as stack:
+        port, checker_port = 9, 10
+        if fake is not None and fake_checker is not None:
+            stack.enter_context(fake)
+            stack.enter_context(fake_checker)
+            port, checker_port = (int(f.url.rsplit(":", 1)[1]) for f in (fake, fake_checker))
+        flags = settings_for(root, policy, budget, port, checker_port)
         resolved = resolve_settings(flags=flags, env={}, cwd=root)
+        checker_url = resolved.settings.role("checker").endpoint
 
         def client(
             endpoint: Endpoint,
@@ -370,11 +387,18 @@ def run_session(
             retry: RetryPolicy,
             on_connect: Callable[[Connection], None],
         ) -> ModelClient:
+            other = endpoint.base_url == checker_url
             if http:
                 return _PacedHttpClient(
-                    endpoint, prepared, gpu, deadlines=deadlines, retry=retry, on_connect=on_connect
+                    endpoint,
+                    checking if other else prepared,
+                    gpu,
+                    deadlines=deadlines,
+                    retry=retry,
+                    on_connect=on_connect,
                 )
-            return ScriptedClient(endpoint, lab, on_connect=on_connect, pace=gpu)
+            responder = lab.family("other") if other else lab
+            return ScriptedClient(endpoint, responder, on_connect=on_connect, pace=gpu)
 
         run_dir = solve_in_lab(
             path, resolved, client, gpu, ["lab", policy.name, params.name, str(seed)]
@@ -446,7 +470,8 @@ def summarise(
                 false_accepts += 1
                 false_wrong += proof.wrong_approach
                 false_later += later
-                cause = false_accept_cause(state, lineage.lineage, version, proof)
+                checked = bool(policy.flags.get(CHECKER_FLAG))
+                cause = false_accept_cause(state, lineage.lineage, version, proof, checked)
                 causes[cause] = causes.get(cause, 0) + 1
         elif lineage.abandoned and lineage.latest is not None:
             abandoned += 1
@@ -503,17 +528,20 @@ def _calls_by_call_role(state: RunState) -> dict[str, int]:
     return counts
 
 
-def false_accept_cause(state: RunState, lineage: str, version: int, proof: ProofState) -> str:
+def false_accept_cause(
+    state: RunState, lineage: str, version: int, proof: ProofState, checked: bool = False
+) -> str:
     """Why a flawed proof was accepted: ``overturned`` (a verifier reported one of its real
     flaws and the reviewer rejected the finding), ``missed`` (a flaw verifiers can see was
     never reported by any of its verifications), or ``hidden`` (no verifier can see any of its
-    flaws)."""
+    flaws; ``checked``: a checker of another family verified it too)."""
     marks = [f"Step {flaw.key}:" for flaw in proof.flaws]
     for call in verification_calls(state, lineage, version):
         for finding in findings_of(call):
             if any(mark in finding.location for mark in marks):
                 return "overturned"
-    return "hidden" if proof.hidden else "missed"
+    hidden = proof.hidden_from_both if checked else proof.hidden
+    return "hidden" if hidden else "missed"
 
 
 def _phase_reason(run_dir: Path) -> str:
@@ -759,6 +787,8 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     "self_fix_factor": ("roles", (0.0, 0.6)),
     "recombine_borrow": ("roles", (0.0, 0.3)),
     "recombine_inherit": ("roles", (0.0, 0.3)),
+    # a checker of another family (docs/bench-policy.md, "A checker of another family")
+    "hidden_shared": ("roles", (0.2, 0.8)),
 }
 
 

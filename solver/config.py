@@ -23,7 +23,11 @@ from solver.errors import ConfigError
 
 __all__ = ["MASK", "mask_url"]  # re-exported: callers mask endpoint URLs through config
 
-ROLE_NAMES = ("generator", "verifier", "reviewer", "reviser", "grader", "selector")
+# "checker": the model that runs the later checks of accepted proofs (the final and recheck
+# rounds) when ``roles.checker.endpoint`` names one, a verifier of another family; without an
+# endpoint it is unused and those checks are verifier calls (docs/roles.md, Checker).
+CHECKER = "checker"
+ROLE_NAMES = ("generator", "verifier", "reviewer", "reviser", "grader", "selector", CHECKER)
 DEFAULT_CONFIG_FILE = "solver.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
 ApiName = Literal["chat", "responses", "anthropic"]

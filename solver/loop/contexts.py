@@ -155,6 +155,7 @@ class ContextBuilder:
         role = call.role
         if role in (
             "verifier",
+            "verifier:check",
             "reviewer",
             "reviser",
             "generator:improve",

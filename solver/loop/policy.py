@@ -44,6 +44,7 @@ from solver.records import (
     SelectionFacts,
     VerificationFacts,
 )
+from solver.roles.verifier import CHECK as VERIFIER_CHECK
 
 # Names of the evaluation phase (solver.loop.grading) that callers still import from here.
 __all__ = ["evaluation_calls", "evaluation_score", "graded_score"]
@@ -85,6 +86,9 @@ class PolicyConfig:
     restart_from_pool: bool = False
     recombine: int = 0
     final_verifications: int = 0  # a last, larger round for each accepted proof (0 = off)
+    # The later checks (final and recheck rounds) run as ``verifier:check`` calls, on the
+    # checker's endpoint (``roles.checker``, another model family); False: verifier calls.
+    checks_by_checker: bool = False
     recheck_answers: bool = False  # accepted proofs with different final answers: more rounds
     pairwise_selection: bool = False  # choose by a bracket of pairwise comparisons
     final_grades: int = 1  # grades of each final proof when none is accepted (median)
@@ -697,7 +701,7 @@ def _verifier_calls(
     return [
         CallPlanned(
             call_id=f"{name}.v{number}.{kind}.{n}",
-            role="verifier",
+            role=VERIFIER_CHECK if kind != "verify" and cfg.checks_by_checker else "verifier",
             variant=cfg.variant("verifier", n),
             phase="solve",
             lineage=name,

@@ -378,11 +378,15 @@ def pool_sources(target: str | None) -> list[tuple[str, int]]:
     return found
 
 
+# A version's verifications: its rounds', and the later checks run by another family.
+VERIFIER_KEYS = frozenset({verifier.NAME, verifier.CHECK})
+
+
 def verification_calls(state: RunState, lineage: str, version: int) -> list[CallState]:
     return [
         c
         for c in state.calls.values()
-        if c.role == "verifier" and c.lineage == lineage and c.version == version
+        if c.role in VERIFIER_KEYS and c.lineage == lineage and c.version == version
     ]
 
 

@@ -20,6 +20,7 @@ from solver.report.timeline import timeline_svg
 ROLE_COLOURS = {
     "generator": "#3b7dd8",
     "verifier": "#d8903b",
+    "verifier:check": "#b06a1c",
     "reviewer": "#8a5cc7",
     "reviser": "#2f9e6e",
     "grader": "#c94b4b",

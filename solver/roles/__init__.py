@@ -146,6 +146,14 @@ _SPECS: dict[str, RoleSpec] = {
             verifier.CONSERVATIVE,
         ),
         _spec(
+            verifier.CHECK,
+            verifier.Inputs,
+            verifier.Output,
+            verifier.TEMPLATES,
+            verifier.parse,
+            verifier.CONSERVATIVE,
+        ),
+        _spec(
             "reviewer",
             reviewer.Inputs,
             reviewer.Output,

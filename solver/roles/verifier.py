@@ -24,6 +24,10 @@ from solver.roles.jsonblock import find_object, lower_keys
 from solver.roles.proof import strip_thinking
 
 NAME = "verifier"
+# A later check of an accepted proof (a final or recheck round) by another model family
+# (``roles.checker``): the verifier's inputs, templates and contract under a key of its own,
+# so its calls can be routed, and audited, apart.
+CHECK = "verifier:check"
 VARIANTS: tuple[str, ...] = ("stepwise", "adversarial", "structure-first")
 TEMPLATES: dict[str, tuple[str, str]] = {
     variant: (f"verifier/{variant}.system.j2", "verifier/user.j2") for variant in VARIANTS

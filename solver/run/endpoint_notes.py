@@ -4,13 +4,14 @@ thinking budget the server will not take, and a ``max_tokens`` above the served 
 
 from __future__ import annotations
 
-from solver.config import ROLE_NAMES, Settings
+from solver.config import CHECKER, ROLE_NAMES, Settings
 from solver.llm import Api, ServerInfo, thinking_budget_blocker
 
 
 def endpoint_notes(settings: Settings, info: ServerInfo, api: Api) -> list[str]:
     """Notes for the roles served by the run's own endpoint (``api`` its protocol)."""
-    own = [name for name in ROLE_NAMES if not settings.role(name).endpoint]
+    # the checker has calls only when it has an endpoint of its own
+    own = [n for n in ROLE_NAMES if n != CHECKER and not settings.role(n).endpoint]
     notes: list[str] = []
     budgets = {n: settings.role(n).thinking_budget for n in own}
     asked = {n: b for n, b in budgets.items() if b is not None}

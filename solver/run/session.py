@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from solver import roles
 from solver._util.clock import seconds_between, utc_stamp
 from solver._util.masking import mask_argv, mask_url
-from solver.config import ResolvedSettings, Settings
+from solver.config import CHECKER, ResolvedSettings, Settings
 from solver.errors import (
     EndpointUnavailable,
     InputError,
@@ -120,6 +120,7 @@ def policy_config(
         restart_from_pool=acceptance.restart_from_pool,
         recombine=acceptance.recombine,
         final_verifications=acceptance.final_verifications,
+        checks_by_checker=bool(settings.role(CHECKER).endpoint),
         recheck_answers=acceptance.recheck_answers,
         pairwise_selection=acceptance.pairwise_selection,
         final_grades=acceptance.final_grades,
@@ -417,25 +418,24 @@ def _client_options(
     return ModelClientOptions(deadlines, policy, on_connect)
 
 
-def _client(endpoint: Endpoint, options: ModelClientOptions) -> ModelClient:
-    return ModelClient(
-        endpoint, deadlines=options.deadlines, retry=options.retry, on_connect=options.on_connect
-    )
-
-
 @contextlib.asynccontextmanager
 async def _role_routes(
-    endpoints: dict[str, Endpoint], options: ModelClientOptions, wait_s: float
+    endpoints: dict[str, Endpoint],
+    options: ModelClientOptions,
+    wait_s: float,
+    make_client: ClientFactory,
 ) -> AsyncIterator[dict[str, Route]]:
-    """One client per distinct role endpoint (graders of another family), each probed before
-    the first call, as the run's own endpoint is; its connections are journalled the same way."""
+    """One client per distinct role endpoint (graders or a checker of another family), each
+    made as the run's own client is and probed before the first call; its connections are
+    journalled the same way."""
     async with contextlib.AsyncExitStack() as stack:
         routes: dict[str, Route] = {}
         opened: dict[tuple[str, str, str], Route] = {}
         for key, endpoint in sorted(endpoints.items()):
             ident = (endpoint.base_url, endpoint.api, endpoint.model)
             if ident not in opened:
-                client = await stack.enter_async_context(_client(endpoint, options))
+                made = make_client(endpoint, options.deadlines, options.retry, options.on_connect)
+                client = await stack.enter_async_context(made)
                 info = await wait_for_endpoint(client, wait_s)
                 model = endpoint.model or (info.models[0] if info.models else "")
                 opened[ident] = Route(client, model, endpoint.api)
@@ -456,7 +456,10 @@ async def _drive(store: RunStore, state: RunState, plan: SessionPlan) -> RunOutc
                 plan.endpoint, options.deadlines, options.retry, options.on_connect
             ) as client,
             _role_routes(
-                role_endpoints(plan.settings), options, plan.settings.retry.endpoint_wait_s
+                role_endpoints(plan.settings),
+                options,
+                plan.settings.retry.endpoint_wait_s,
+                plan.seams.client,
             ) as routes,
         ):
             model = await session.probe(client)

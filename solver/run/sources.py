@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from solver import roles
 from solver._util.masking import MASK, mask_url
-from solver.config import Settings
+from solver.config import CHECKER, Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged
 from solver.llm import Endpoint
@@ -60,6 +60,8 @@ def resolve_endpoint(settings: Settings) -> tuple[Endpoint, ManifestEndpoint]:
 def settings_role(policy_key: str) -> str:
     """The ``roles.<name>`` settings a call uses: every grading key (grader:evaluation,
     grader:rejudge, the rubric writer) samples, and is served, as the grader."""
+    if policy_key == roles.verifier.CHECK:
+        return CHECKER  # a later check runs on the checker's endpoint, with its settings
     base = policy_key.split(":")[0]
     return "grader" if base == "rubric_writer" else base
 

@@ -18,7 +18,12 @@ states in its real output contract (the formats ``solver.roles`` parses):
   with the fewest confirmed findings, may repair a remaining flaw with an idea from each other
   proof, and may carry over a flaw of another proof (the assumptions are documented in
   docs/bench-policy.md, with ranges);
-- grader: the true score with noise; selector: the best true score with some accuracy.
+- grader: the true score with noise; selector: the best true score with some accuracy;
+- a checker of another model family (``family="other"``, the run's ``roles.checker``): a
+  verifier with blind spots of its own. A flaw hidden from the run's family is hidden from it
+  too with ``hidden_shared``; any other flaw with the problem's ``p_hidden``, as for the
+  first family. Those draws hang off the flaw's key, so the first family's session is the
+  same draw for draw whether a checker exists or not.
 
 Draws come from a hash of (seed, role, request body, how many identical bodies came before), so a
 session is a pure function of its seed and the order of identical requests, whatever carries the
@@ -35,6 +40,7 @@ import json
 import math
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from solver.testing.fake_endpoint import RecordedRequest, Reply
@@ -79,6 +85,10 @@ class RoleParams:
     # (range 0 to 0.3).
     recombine_borrow: float = 0.15
     recombine_inherit: float = 0.1
+    # A flaw the run's model family cannot see is also invisible to a checker of another
+    # family with this chance (range 0.2 to 0.8: docs/bench-policy.md, "A checker of
+    # another family").
+    hidden_shared: float = 0.5
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -100,6 +110,7 @@ class Flaw:
     severity: str  # critical | major
     detect: float
     fixable: bool = True  # False: a wrong approach, which only a fresh proof escapes
+    detect_other: float = 0.0  # what a checker of another family finds it with
 
 
 @dataclass(frozen=True)
@@ -117,6 +128,11 @@ class ProofState:
     def hidden(self) -> bool:
         """Flawed, and no verification can find any of its flaws."""
         return bool(self.flaws) and all(f.detect == 0.0 for f in self.flaws)
+
+    @property
+    def hidden_from_both(self) -> bool:
+        """Flawed, and neither the run's family nor the checker's can find any of its flaws."""
+        return self.hidden and all(f.detect_other == 0.0 for f in self.flaws)
 
     @property
     def wrong_approach(self) -> bool:
@@ -207,14 +223,22 @@ class LabModel:
         extra = sum(max(p.tokens - 60, 0) for p in self.proofs_in(carried))
         return len(text) // 4 + extra
 
-    def __call__(self, request: RecordedRequest) -> Reply:
+    def family(self, name: str) -> Callable[[RecordedRequest], Reply]:
+        """The responder of model family ``name`` ("own": the run's; "other": a checker's),
+        over the same proofs."""
+        return lambda request: self(request, family=name)
+
+    def __call__(self, request: RecordedRequest, family: str = "own") -> Reply:
         role = lab_role(request)
+        if family != "own":
+            role = f"{role}@{family}"  # its draws are its own, and counted apart
         draws = self._draws(role, request.body)
+        role = role.split("@")[0]
         answer = {
             "generator": self._generate,
             "reviser": self._revise,
             "recombiner": self._recombine,
-            "verifier": self._verify,
+            "verifier": lambda r, d: self._verify(r, d, family),
             "reviewer": self._review,
             "grader": self._grade,
             "selector": self._select,
@@ -261,7 +285,13 @@ class LabModel:
     def _flaw(self, draws: _Draws, severity: str, fixable: bool = True) -> Flaw:
         detect = 0.0 if draws.chance(self.problem.p_hidden) else self.problem.detect
         key = draws.hex()[:6] + str(draws.pick(10_000))
-        return Flaw(key=key, severity=severity, detect=detect, fixable=fixable)
+        # the other family's view, from draws of its own (the first family's stay as they were)
+        other = _Draws(f"{self.seed}|{self.problem.name}|other|{key}".encode())
+        hidden = other.chance(self.roles.hidden_shared if detect == 0.0 else self.problem.p_hidden)
+        detect_other = 0.0 if hidden else self.problem.detect
+        return Flaw(
+            key=key, severity=severity, detect=detect, fixable=fixable, detect_other=detect_other
+        )
 
     def _fresh_flaws(self, draws: _Draws) -> tuple[Flaw, ...]:
         if draws.chance(self.problem.p_correct):
@@ -348,14 +378,14 @@ class LabModel:
 
     # ------------------------------------------------------------ judging
 
-    def _verify(self, request: RecordedRequest, draws: _Draws) -> str:
+    def _verify(self, request: RecordedRequest, draws: _Draws, family: str = "own") -> str:
         found = self.proofs_in(request.user_text)
         if not found:
             return "The text contains no proof."
         proof = found[0]
         findings: list[dict[str, str]] = []
         for flaw in proof.flaws:
-            if draws.chance(flaw.detect):
+            if draws.chance(flaw.detect if family == "own" else flaw.detect_other):
                 findings.append(
                     {
                         "id": f"F{len(findings) + 1}",

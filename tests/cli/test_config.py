@@ -153,10 +153,10 @@ def test_config_show_bad_file_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-ROLES = ("generator", "verifier", "reviewer", "reviser", "grader", "selector")
+ROLES = ("generator", "verifier", "reviewer", "reviser", "grader", "selector", "checker")
 
 
-def test_a_file_setting_one_role_keeps_the_other_five(
+def test_a_file_setting_one_role_keeps_the_others(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "solver.toml").write_text("[roles.generator]\nmax_tokens = 512\n")

@@ -160,3 +160,38 @@ def test_the_sweep_moves_one_parameter_and_compares_each_policy_with_each_baseli
     assert mean == 3.5 and low <= mean <= high
     assert policy.difference({"P": [7] * 4}, {"P": [0] * 4}) == (7.0, 7.0, 7.0)
     assert {p.name for p in policy.POLICIES if p.baseline} == {"before", "hy", "dsm"}
+
+
+def test_a_checker_of_another_family_sees_what_the_first_cannot_as_configured() -> None:
+    invisible = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=0.5)
+    quiet = RoleParams(false_alarm=0.0, minor_rate=0.0, no_verdict=0.0)
+    texts = {}
+    for shared, expected in ((0.0, "fail"), (1.0, "pass")):
+        lab = LabModel(invisible, replace(quiet, hidden_shared=shared), seed=7)
+        proof = lab(_request(GENERATOR_SYSTEM, "Problem.")).text
+        own = lab(_request(VERIFIER_SYSTEM, f"# Proof\n\n{proof}")).text
+        other = lab.family("other")(_request(VERIFIER_SYSTEM, f"# Proof\n\n{proof}")).text
+        assert '"verdict": "pass"' in own  # hidden from the run's family either way
+        assert f'"verdict": "{expected}"' in other
+        assert lab.calls_by_role["verifier@other"] == 1
+        texts[shared] = (proof, own)
+    # the first family's draws do not depend on the checker's parameter
+    assert texts[0.0] == texts[1.0]
+
+
+def test_a_final_round_by_a_checker_unaccepts_what_only_it_can_see(tmp_path: Path) -> None:
+    invisible = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=0.5)
+    quiet = RoleParams(false_alarm=0.0, no_verdict=0.0, hidden_shared=0.0)
+    chosen = next(p for p in policy.POLICIES if p.name == "checked")
+    gpu = policy.GpuModel()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    s = policy.run_session(tmp_path / "a", chosen, invisible, quiet, gpu, 0, 1_500_000)
+    assert s.by_role.get("verifier:check", 0) >= 10  # the final rounds went to the checker
+    assert any(kind == "unaccepted" for kind, _, _ in s.decisions)
+    assert s.false_accepts == 0
+    assert s.audit_ok  # the checker's endpoint is declared and its calls connected only there
+    wire = policy.run_session(
+        tmp_path / "b", chosen, invisible, quiet, gpu, 0, 1_500_000, http=True
+    )
+    assert wire.decisions == s.decisions and wire.audit_ok

@@ -22,6 +22,7 @@ def sample_inputs(key: str) -> pydantic.BaseModel:
     samples: dict[str, pydantic.BaseModel] = {
         "generator": generator.Inputs(problem_statement=PROBLEM),
         "verifier": verifier.Inputs(problem_statement=PROBLEM, proof_text=PROOF),
+        "verifier:check": verifier.Inputs(problem_statement=PROBLEM, proof_text=PROOF),
         "reviewer": reviewer.Inputs(
             problem_statement=PROBLEM, proof_text=PROOF, verification_report="REPORT-TEXT"
         ),
@@ -84,7 +85,11 @@ def test_the_six_roles_and_the_grader_modes() -> None:
         "rubric_writer",
         "generator:improve",
         "reviser:recombine",
+        "verifier:check",
     }
+    # a later check by another family is a verification in every respect but its key
+    check, verify = roles.get_role("verifier:check"), roles.get_role("verifier")
+    assert (check.inputs_model, check.templates) == (verify.inputs_model, verify.templates)
     assert roles.get_role("generator").variants == ("direct", "explore-cases", "invariant-first")
     assert len(roles.get_role("verifier").variants) >= 2
     with pytest.raises(KeyError, match="unknown role"):

@@ -17,6 +17,7 @@ from typing import Any
 POLICY: dict[str, set[str]] = {
     "generator": {"problem_statement"},
     "verifier": {"problem_statement", "proof_text"},
+    "verifier:check": {"problem_statement", "proof_text"},
     "reviewer": {"problem_statement", "proof_text", "verification_report"},
     "generator:improve": {"problem_statement", "proof_text"},
     "reviser": {"confirmed_findings", "problem_statement", "proof_text"},
@@ -579,7 +580,8 @@ def findings_of_version(fold: Fold, lineage: str, version: int) -> tuple[str, li
     for c in of("reviewer"):
         reviews[str(c.data.get("target"))] = c  # the last one planned counts
     found: list[dict[str, str]] = []
-    for ver in sorted(of("verifier"), key=lambda c: c.data["call_id"]):
+    verifications = of("verifier") + of("verifier:check")
+    for ver in sorted(verifications, key=lambda c: c.data["call_id"]):
         facts = ver.facts
         findings = (
             facts.get("findings", []) if "verdict" in facts and "not_used" not in facts else []
