@@ -129,6 +129,11 @@ CHECKED = {CHECKER_FLAG: True, "acceptance.final_verifications": 10}
 POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
     Policy("checked", "defaults + a final round of 10 by another family", CHECKED),
+    Policy(
+        "checked5",
+        "defaults + a final round of 5 by another family",
+        {**CHECKED, "acceptance.final_verifications": 5},
+    ),
     Policy("final5", "defaults + a final round of 5", {"acceptance.final_verifications": 5}),
     Policy("final10", "defaults + a final round of 10", FINAL_ROUND),
     Policy("pairwise", "defaults + pairwise selection, 3 grades", PAIRWISE),
@@ -572,6 +577,55 @@ def bootstrap(
     return mean, totals[int(0.025 * draws)], totals[int(0.975 * draws) - 1]
 
 
+def decode_ratio(
+    sessions: list[Session], policy: str, baseline: str, draws: int = 2000, seed: int = 0
+) -> tuple[float, float, float] | None:
+    """Decode per accepted correct proof of ``policy`` over ``baseline``'s, with a 95%
+    bootstrap interval (each policy's sessions resampled within each problem, on their own);
+    None when either has no accepted correct proof."""
+
+    def per_correct(rows: list[Session]) -> float | None:
+        correct = sum(s.accepted - s.false_accepts for s in rows)
+        return sum(s.decode for s in rows) / correct if correct else None
+
+    def grouped(name: str) -> list[list[Session]]:
+        by: dict[str, list[Session]] = {}
+        for s in sessions:
+            if s.policy == name:
+                by.setdefault(s.problem, []).append(s)
+        return list(by.values())
+
+    mine, theirs = grouped(policy), grouped(baseline)
+    a = per_correct([s for group in mine for s in group])
+    b = per_correct([s for group in theirs for s in group])
+    if a is None or b is None:
+        return None
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(draws):
+        ra = per_correct([rng.choice(g) for g in mine for _ in g])
+        rb = per_correct([rng.choice(g) for g in theirs for _ in g])
+        if ra is not None and rb is not None:
+            ratios.append(ra / rb)
+    ratios.sort()
+    if not ratios:
+        return None
+    return a / b, ratios[int(0.025 * len(ratios))], ratios[int(0.975 * len(ratios)) - 1]
+
+
+def decode_ratios(sessions: list[Session], policies: tuple[Policy, ...], baseline: str) -> str:
+    """One line per policy: its decode per accepted correct proof against ``baseline``'s."""
+    lines = []
+    for policy in policies:
+        if policy.name == baseline:
+            continue
+        found = decode_ratio(sessions, policy.name, baseline)
+        if found is not None:
+            ratio, low, high = found
+            lines.append(f"  {policy.name:<9}{ratio:5.2f}x [{low:.2f}, {high:.2f}]")
+    return "\n".join(lines)
+
+
 def table(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
     head = (
         f"{'policy':<9}{'strict /42':>20}{'partial /42':>20}{'false acc':>10}"
@@ -912,6 +966,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a config flag on top of each chosen policy (its name gets the flag appended)",
     )
     parser.add_argument("--problems", default="", help="comma-separated subset (P1..P6)")
+    parser.add_argument(
+        "--lab",
+        default="",
+        metavar="NAME=VALUE",
+        help="one lab parameter of the sweep moved to VALUE for the table (e.g. hidden_shared=0.2)",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--audit-every", type=int, default=5, help="audit every Nth session")
     parser.add_argument("--http", type=int, default=0, help="replay N sessions per cell over HTTP")
@@ -954,6 +1014,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such problem in {args.problems or args.sweep_problems}", file=sys.stderr)
         return 2
     roles, gpu = RoleParams(), GpuModel()
+    if args.lab:
+        name, sep, value = args.lab.partition("=")
+        if not sep or name not in SWEEP:
+            print(f"--lab wants NAME=VALUE with NAME one of {', '.join(SWEEP)}", file=sys.stderr)
+            return 2
+        roles, gpu, problems = swept(name, float(value), problems)
+        print(f"lab parameter {name} = {value} (the others central)")
     if args.sweep_only:
         print(sweep_heading(args.sweep_sessions, sweep_problems))
         only = tuple(p for p in args.sweep_params.split(",") if p)
@@ -982,6 +1049,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(sessions, chosen))
     print()
     print(per_problem(sessions, chosen))
+    if any(p.name == "before" for p in chosen):
+        print("\ndecode per accepted correct proof against before's (95% bootstrap interval):")
+        print(decode_ratios(sessions, chosen, "before"))
     print("\nwhy the solve phase ended:")
     print(ends(sessions))
     print("\nfalse accepts by cause (hidden: no verifier sees the flaw; missed: a visible flaw no")

@@ -195,3 +195,39 @@ def test_a_final_round_by_a_checker_unaccepts_what_only_it_can_see(tmp_path: Pat
         tmp_path / "b", chosen, invisible, quiet, gpu, 0, 1_500_000, http=True
     )
     assert wire.decisions == s.decisions and wire.audit_ok
+
+
+def _row(name: str, problem: str, decode: int, accepted: int, false: int) -> policy.Session:
+    return policy.Session(
+        policy=name,
+        problem=problem,
+        seed=0,
+        outcome="solved",
+        strict=7,
+        partial=7,
+        accepted=accepted,
+        false_accepts=false,
+        decode=decode,
+        prefill=0,
+        cancelled_decode=0,
+        wall_s=1.0,
+        calls=1,
+        audit_ok=None,
+    )
+
+
+def test_the_decode_ratio_is_per_accepted_correct_proof_with_an_interval() -> None:
+    rows = [
+        _row("a", "P1", 100, 2, 0),
+        _row("a", "P1", 300, 2, 1),  # a: 400 decode for 3 correct proofs
+        _row("b", "P1", 400, 1, 0),
+        _row("b", "P1", 400, 2, 1),  # b: 800 for 2
+    ]
+    found = policy.decode_ratio(rows, "a", "b")
+    assert found is not None
+    ratio, low, high = found
+    assert ratio == pytest.approx((400 / 3) / (800 / 2))
+    assert low <= ratio <= high and low < high
+    assert policy.decode_ratio(rows, "a", "none") is None
+    chosen = (policy.Policy("a", "", {}), policy.Policy("b", "", {}))
+    assert policy.decode_ratios(rows, chosen, "b").split()[:2] == ["a", "0.33x"]
