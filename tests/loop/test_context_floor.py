@@ -50,3 +50,33 @@ def test_verifications_below_the_floor_fail_and_their_reissues_stay_bounded(
     assert all(ln.abandoned for ln in state.lineages.values())
     assert result_of(outcome.run_dir)["outcome"] == outcome.outcome
     audit_ok(outcome.run_dir)
+
+
+def test_a_producer_always_below_the_floor_ends_a_budget_run(tmp_path: Path) -> None:
+    # Failed calls spend no budget, and with a budget lineages keep starting while it
+    # lasts: only the failures in a row end this search. The call budget is a net so that,
+    # without that bound, the test fails instead of running for ever.
+    with ScriptedEndpoint(scripts.solved, context_length=CONTEXT) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=2,
+            roles__generator__min_tokens=FLOOR,
+            acceptance__max_failed_rounds=3,
+            budget__total_tokens=1_000_000,
+            budget__calls=500,
+        )
+    assert fake.requests == []  # not one call left
+    failures = _failures(outcome.run_dir)
+    assert len(failures) == 2 * 3  # candidates x max_failed_rounds
+    assert {f["error_kind"] for f in failures} == {"ContextBelowFloor"}
+    state = state_of(outcome.run_dir)
+    assert not state.budget_exhausted
+    assert outcome.outcome == "failed"
+    phases = [
+        r.data["reason"]
+        for r in RunReader(outcome.run_dir).records()
+        if r.type == "decision" and r.data["kind"] == "phase"
+    ]
+    assert phases[0] == "6 proof-writing calls in a row failed, none completed"
+    audit_ok(outcome.run_dir)
