@@ -15,6 +15,7 @@ from solver.llm.codec import (
     request_params,
 )
 from solver.llm.errors import (
+    ContextBelowFloor,
     ContextLengthExceeded,
     DeadlineExceeded,
     EndpointUnreachable,
@@ -77,6 +78,7 @@ __all__ = [
     "AttemptStart",
     "Completion",
     "Connection",
+    "ContextBelowFloor",
     "ContextLengthExceeded",
     "DeadlineExceeded",
     "Deadlines",

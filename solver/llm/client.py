@@ -5,7 +5,8 @@ the observer before its first byte leaves (:class:`AttemptStart`, with the exact
 the raw response bytes into the observer's sink as they arrive, and is closed with an
 :class:`AttemptEnd`. Retries (tenacity: exponential backoff with jitter, ``Retry-After``
 honoured) cover connection errors, 408/409/429/5xx, deadlines and retryable stream errors;
-never 400/401/403/404 or context-length errors.
+never 400/401/403/404 or context-length errors. A call the served context would cap below its
+floor (``Request.min_tokens``) is not sent at all: it raises :class:`ContextBelowFloor`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from solver.llm._policy import AllowList, host_port, status_error
 from solver.llm._watchdog import Watchdog
 from solver.llm.codec import PATHS, StreamDecoder, encode_request, starts_body
 from solver.llm.errors import (
+    ContextBelowFloor,
     ContextLengthExceeded,
     EndpointUnreachable,
     FirstByteTimeout,
@@ -286,13 +288,29 @@ class ModelClient:
         if info is None or info.context_length is None:
             return request, None
         if self._prompt_tokens is not None:
-            prompt = await self._prompt_tokens(request)
+            prompt, counted_by = await self._prompt_tokens(request), "counted"
         else:
-            prompt = estimate_prompt_tokens(request)
+            prompt, counted_by = estimate_prompt_tokens(request), "estimated"
         cap = max(1, info.context_length - prompt)
         if request.max_tokens <= cap:
             return request, None
+        self._check_floor(request, prompt, counted_by, info.context_length, cap)
         return replace(request, max_tokens=cap), cap
+
+    def _check_floor(
+        self, request: Request, prompt: int, counted_by: str, context_length: int, cap: int
+    ) -> None:
+        """Raise :class:`ContextBelowFloor` when ``cap``, the context's bound on the call's
+        output, is below the call's floor: capped so low it could only be cut off."""
+        if cap < request.min_tokens:
+            raise ContextBelowFloor(
+                prompt_tokens=prompt,
+                counted_by=counted_by,
+                context_length=context_length,
+                cap=cap,
+                floor=request.min_tokens,
+                url=self.url,
+            )
 
     def _thinking(self, request: Request) -> Request:
         """The request with its thinking budget in the server's fields, or without it where
@@ -348,6 +366,7 @@ class ModelClient:
         cap = info.context_length - prompt
         if cap < 1 or cap >= request.max_tokens:
             return None
+        self._check_floor(request, prompt, "as the server counted", info.context_length, cap)
         return replace(request, max_tokens=cap), cap
 
     def _redacted_body(self, body: bytes) -> bytes:

@@ -60,7 +60,8 @@ def encode_request(api: Api, request: Request) -> bytes:
 
 
 def request_params(request: Request) -> dict[str, Any]:
-    """Everything of ``request`` except its messages, as JSON-able values."""
+    """Everything of ``request`` except its messages, as JSON-able values. ``min_tokens`` is
+    left out: it is the client's bound on capping, not part of the request sent."""
     return {
         "model": request.model,
         "max_tokens": request.max_tokens,

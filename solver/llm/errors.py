@@ -6,6 +6,8 @@
     ├── EndpointUnreachable              connect failures and resets (after retries)
     ├── HTTPStatusError                  a non-2xx answer; .status, .body_excerpt, .retry_after
     │   └── ContextLengthExceeded        the prompt (plus max_tokens) does not fit; never retried
+    ├── ContextBelowFloor                the prompt leaves less output room than the call's
+    │                                    floor (``Request.min_tokens``); never sent, never retried
     ├── DeadlineExceeded                 a deadline of :class:`Deadlines` passed
     │   ├── FirstByteTimeout             no byte (not even headers) within ``first_byte``
     │   ├── IdleTimeout                  no byte for ``idle`` seconds after the first one
@@ -28,6 +30,7 @@ from solver.errors import EndpointUnavailable, SolverError
 from solver.llm.upstream import redact
 
 __all__ = [
+    "ContextBelowFloor",
     "ContextLengthExceeded",
     "DeadlineExceeded",
     "EndpointUnreachable",
@@ -94,6 +97,37 @@ class HTTPStatusError(TransportError):
 class ContextLengthExceeded(HTTPStatusError):
     retryable = False
     kind = "context_length"
+
+
+class ContextBelowFloor(TransportError):
+    """The served context leaves the call fewer output tokens than its floor: capped to fit,
+    it could only be cut off, so it is not sent. ``prompt_tokens`` is the count the cap was
+    computed from (``counted_by``: the client's counter, its estimate, or the server's error);
+    ``cap`` is the ``max_tokens`` the call would have been sent with."""
+
+    retryable = False
+    kind = "context_below_floor"
+
+    def __init__(
+        self,
+        *,
+        prompt_tokens: int,
+        counted_by: str,
+        context_length: int,
+        cap: int,
+        floor: int,
+        url: str | None = None,
+    ) -> None:
+        message = (
+            f"not sent: a prompt of {prompt_tokens} tokens ({counted_by}) in a context of "
+            f"{context_length} tokens leaves a cap of {cap} output tokens, below the call's "
+            f"floor of {floor} (min_tokens)"
+        )
+        super().__init__(message, url=url)
+        self.prompt_tokens = prompt_tokens
+        self.context_length = context_length
+        self.cap = cap
+        self.floor = floor
 
 
 class DeadlineExceeded(TransportError):

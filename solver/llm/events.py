@@ -99,7 +99,11 @@ class Request:
     ``thinking_budget`` is what the caller asks for (reasoning tokens before the answer); the
     client turns it into the server's own fields in ``extra`` where the server takes them
     (:mod:`solver.llm.thinking`) and drops it where it does not, so it never reaches a body
-    by itself.
+    by itself. ``min_tokens`` is the fewest output tokens the call may be capped to where the
+    served context is short: below it the client does not send the call
+    (:class:`~solver.llm.errors.ContextBelowFloor`). It is the client's own bound, never
+    sent nor recorded (:func:`~solver.llm.codec.request_params` leaves it out); 1 lets any
+    cap start the call.
     """
 
     model: str
@@ -115,6 +119,7 @@ class Request:
     stream: bool = True
     extra: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
     thinking_budget: int | None = None
+    min_tokens: int = 1
 
 
 # ---------------------------------------------------------------- stream side

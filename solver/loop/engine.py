@@ -327,6 +327,8 @@ class Engine:
             model=route.model,
             messages=tuple(Message.text(cast(Role, role), text) for role, text in built.messages),
             **{**self.sampling(call.role), "max_tokens": max_tokens},
+            # the same floor bounds the cap a short served context would set (the client's)
+            min_tokens=self.floor(call.role),
         )
         while True:
             observer = CallObserver(self.recorder, call.call_id, route.api, self.progress)

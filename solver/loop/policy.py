@@ -184,6 +184,9 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
             budget=False,
             unchecked=_unchecked(state, cfg, disputed),
         )
+    barren = _barren_search(state, cfg)
+    if barren:
+        return _leave_solve(state, barren, budget=False, unchecked=_unchecked(state, cfg, disputed))
 
     decisions: list[Decision] = []
     calls: list[CallPlanned] = []
@@ -226,6 +229,18 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     if not calls and not state.in_flight():
         return _leave_solve(state, "no lineage can go on", budget=False)
     return Step(calls=tuple(calls))
+
+
+def _barren_search(state: RunState, cfg: PolicyConfig) -> str:
+    """Why the search can find nothing: as many proof-writing calls in a row failed as every
+    candidate's failed rounds allow, none completing between them (a setup the endpoint
+    refuses, such as a prompt the served context leaves too little room after). Failed calls
+    spend no budget, so a search whose lineages follow the budget would never end; "" while
+    the search may go on."""
+    failed = state.producer_failures_in_a_row
+    if failed < cfg.candidates * cfg.max_failed_rounds:
+        return ""
+    return f"{failed} proof-writing calls in a row failed, none completed"
 
 
 def _generator_call(lineage: str, version: int, ordinal: int, cfg: PolicyConfig) -> CallPlanned:

@@ -146,6 +146,9 @@ class RunState:
     interrupted: bool = False
     session_open: bool = False  # a session started and has not recorded its end
     session_end_reason: str = ""  # why the last session that recorded its end ended
+    # Proof-writing calls failed since the last one completed: calls that fail cost no
+    # budget, so only this count bounds a search whose every producer call is refused.
+    producer_failures_in_a_row: int = 0
 
     # ------------------------------------------------------------ derived views
 
@@ -247,11 +250,16 @@ class RunState:
         call.finish_reason = r.finish_reason
         call.facts = r.facts
         call.output_blob = r.output.blob
+        if call.role in PRODUCER_ROLES:
+            self.producer_failures_in_a_row = 0
         if call.truncated:
             self._version_unusable_if_producer(call.call_id)
 
     def _call_failed(self, r: CallFailed, t: str) -> None:
-        self.calls[r.call_id].status = "failed"
+        call = self.calls[r.call_id]
+        call.status = "failed"
+        if call.role in PRODUCER_ROLES:
+            self.producer_failures_in_a_row += 1
         self._version_unusable_if_producer(r.call_id)
 
     def _call_cancelled(self, r: CallCancelled, t: str) -> None:

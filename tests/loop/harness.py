@@ -60,12 +60,17 @@ class ScriptedEndpoint:
     url = "http://127.0.0.1:9"  # never dialled; the allow-list and the audit see this port
 
     def __init__(
-        self, responder: Responder | list[Reply], *, thinking_budget: bool = False
+        self,
+        responder: Responder | list[Reply],
+        *,
+        thinking_budget: bool = False,
+        context_length: int | None = 131072,
     ) -> None:
         """``thinking_budget``: the probe answers as SGLang with its thinking-budget processor
-        on."""
+        on. ``context_length``: the served context the probe tells."""
         self.responder = responder
         self.thinking_budget = thinking_budget
+        self.context_length = context_length
         self.requests: list[RecordedRequest] = []
 
     def __enter__(self) -> ScriptedEndpoint:
@@ -86,6 +91,7 @@ class ScriptedEndpoint:
                 self.responder,
                 on_connect=on_connect,
                 thinking_budget=self.thinking_budget,
+                context_length=self.context_length,
             )
             scripted.requests = self.requests  # one list across sessions, as a fake keeps
             return scripted
