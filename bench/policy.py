@@ -130,6 +130,9 @@ POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
     Policy("checked", "defaults + a final round of 10 by another family", CHECKED),
     Policy(
+        "checker", "defaults + roles.checker (its default final round of 5)", {CHECKER_FLAG: True}
+    ),
+    Policy(
         "checked5",
         "defaults + a final round of 5 by another family",
         {**CHECKED, "acceptance.final_verifications": 5},

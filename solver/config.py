@@ -28,6 +28,10 @@ __all__ = ["MASK", "mask_url"]  # re-exported: callers mask endpoint URLs throug
 # endpoint it is unused and those checks are verifier calls (docs/roles.md, Checker).
 CHECKER = "checker"
 ROLE_NAMES = ("generator", "verifier", "reviewer", "reviser", "grader", "selector", CHECKER)
+# The final round a checker runs when acceptance.final_verifications is not set: the policy
+# lab measured 5 and 10 (docs/bench-policy.md, "A checker of another family"); 5 scored as
+# well for less decode.
+CHECKER_FINAL_VERIFICATIONS = 5
 DEFAULT_CONFIG_FILE = "solver.toml"
 MAX_CONFIG_BYTES = 1024 * 1024
 ApiName = Literal["chat", "responses", "anthropic"]
@@ -127,8 +131,11 @@ class Acceptance(_Section):
         "lineages (2-4; 0: never)",
     )
     # Final checks and selection (issue 19, points 4 and 9; docs/bench-policy.md measures them)
-    final_verifications: int = Field(
-        default=0, ge=0, description="a last, larger round for each accepted proof (0 = off)"
+    final_verifications: int | None = Field(
+        default=None,
+        ge=0,
+        description="a last, larger round for each accepted proof (0 = off; default: "
+        f"{CHECKER_FINAL_VERIFICATIONS} when roles.checker.endpoint is set, else 0)",
     )
     recheck_answers: bool = Field(
         default=True, description="accepted proofs with different final answers are re-verified"

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from solver import roles
 from solver._util.clock import seconds_between, utc_stamp
 from solver._util.masking import mask_argv, mask_url
-from solver.config import CHECKER, ResolvedSettings, Settings
+from solver.config import CHECKER, CHECKER_FINAL_VERIFICATIONS, ResolvedSettings, Settings
 from solver.errors import (
     EndpointUnavailable,
     InputError,
@@ -119,7 +119,7 @@ def policy_config(
         self_improve=acceptance.self_improve,
         restart_from_pool=acceptance.restart_from_pool,
         recombine=acceptance.recombine,
-        final_verifications=acceptance.final_verifications,
+        final_verifications=final_round(settings),
         checks_by_checker=bool(settings.role(CHECKER).endpoint),
         recheck_answers=acceptance.recheck_answers,
         pairwise_selection=acceptance.pairwise_selection,
@@ -151,6 +151,14 @@ def _lineage_cap(settings: Settings) -> int:
     if acceptance.lineages_follow_budget and has_budget:
         return 1_000_000
     return 3 * settings.candidates
+
+
+def final_round(settings: Settings) -> int:
+    """The final round's size: as set, else a checker's default when one is configured."""
+    chosen = settings.acceptance.final_verifications
+    if chosen is not None:
+        return chosen
+    return CHECKER_FINAL_VERIFICATIONS if settings.role(CHECKER).endpoint else 0
 
 
 def floor_for(settings: Settings) -> Callable[[str], int]:

@@ -231,3 +231,17 @@ def test_config_show_off_a_terminal_keeps_whole_sources(
     lines = [line for line in result.stdout.splitlines() if " candidates " in line]
     assert len(lines) == 1 and str(config_file) in lines[0]
     assert any("roles.verifier.max_tokens" in line for line in result.stdout.splitlines())
+
+
+def test_a_checker_brings_a_final_round_unless_one_is_set(tmp_path: Path) -> None:
+    from solver.run.session import final_round
+
+    def size(flags: dict[str, object]) -> int:
+        return final_round(resolve_settings(env={}, cwd=tmp_path, flags=flags).settings)
+
+    checker = {"roles.checker.endpoint": "http://127.0.0.1:9/v1"}
+    assert size({}) == 0
+    assert size(checker) == 5
+    assert size({**checker, "acceptance.final_verifications": 0}) == 0
+    assert size({**checker, "acceptance.final_verifications": 12}) == 12
+    assert size({"acceptance.final_verifications": 3}) == 3
