@@ -51,6 +51,19 @@ class SolverError(Exception):
 
     exit_code = EXIT_ERROR
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Many subclasses take other arguments than the message they pass on, so the default
+        # (the class called with ``args``) cannot rebuild them: an error raised in a worker
+        # process (the policy lab's, a set run's) would arrive as a TypeError instead.
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls: type[SolverError], args: tuple[Any, ...], state: dict[str, Any]) -> SolverError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
 
 class InputError(SolverError):
     exit_code = EXIT_INPUT
