@@ -92,15 +92,18 @@ def policy_config(
     marking scheme may be drafted (when ``grading.draft_scheme`` is on)."""
     acceptance = settings.acceptance
     grading = settings.grading
-    variants = roles.get_role("verifier").variants
-    if settings.role("verifier").temperature == 0 and acceptance.verifications > len(variants):
-        # at temperature 0, two verifications of one variant are the same request twice
-        raise InputError(
-            f"roles.verifier.temperature is 0 and acceptance.verifications is "
-            f"{acceptance.verifications}: only {len(variants)} verifier variants exist, so "
-            f"{acceptance.verifications - len(variants)} verifications would repeat another "
-            "byte for byte; raise the temperature or lower acceptance.verifications"
-        )
+    variants = len(roles.get_role("verifier").variants)
+    rounds = [("verifier", "acceptance.verifications", acceptance.verifications)]
+    if settings.role(CHECKER).endpoint:  # the checker's final round is its own requests
+        rounds.append((CHECKER, "acceptance.final_verifications", final_round(settings)))
+    for role, key, size in rounds:
+        if settings.role(role).temperature == 0 and size > variants:
+            # at temperature 0, two verifications of one variant are the same request twice
+            raise InputError(
+                f"roles.{role}.temperature is 0 and {key} is {size}: only {variants} "
+                f"verifier variants exist, so {size - variants} verifications would repeat "
+                f"another byte for byte; raise the temperature or lower {key}"
+            )
     return PolicyConfig(
         candidates=settings.candidates,
         verifications=acceptance.verifications,

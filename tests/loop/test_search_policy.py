@@ -184,6 +184,10 @@ def test_temperature_zero_with_more_verifications_than_variants_is_refused(
             acceptance__verifications=5,
             **{"roles.verifier.temperature": 0.0},
         )
+    # the checker's final round likewise (its default of 5 against 3 variants)
+    checker = {"roles.checker.endpoint": "http://127.0.0.1:9/v1", "roles.checker.temperature": 0.0}
+    with ScriptedEndpoint(scripts.solved) as fake, pytest.raises(InputError, match="checker"):
+        solve(fake, tmp_path, acceptance__verifications=3, **checker)
 
 
 def reviser_comments(request: RecordedRequest) -> Reply:
