@@ -49,6 +49,7 @@ from solver.llm import (
 from solver.llm.codec import PATHS
 from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
+from solver.roles.verifier import CHECK as VERIFIER_CHECK
 from solver.run import Seams, read_state, start_run
 from solver.store import RunReader
 from solver.testing import (
@@ -221,6 +222,7 @@ class Session:
     stopped_early: bool = False
     abandoned: int = 0
     abandoned_fixable: int = 0  # abandoned lineages whose proof was not on a wrong approach
+    checker_decode: int = 0  # output tokens of the checker's calls (another family's GPU)
 
 
 def problem_file(root: Path, params: ProblemParams) -> Path:
@@ -486,12 +488,18 @@ def summarise(
             proof = _proof_state(run_dir, state, lab, lineage.lineage, lineage.latest.version)
             abandoned_fixable += proof is not None and not proof.wrong_approach
     decisions = []
+    checker_calls: set[str] = set()
+    checker_decode = 0
     for rec in RunReader(run_dir).records():
+        d = rec.data
         if rec.type == "decision":
-            d = rec.data
             decisions.append(
                 (str(d["kind"]), str(d.get("lineage") or ""), int(d.get("version") or 0))
             )
+        elif rec.type == "call.planned" and d.get("role") == VERIFIER_CHECK:
+            checker_calls.add(str(d["call_id"]))
+        elif rec.type in ("call.completed", "call.cancelled") and d["call_id"] in checker_calls:
+            checker_decode += int((d.get("usage") or {}).get("output_tokens") or 0)
     ok = None
     if audit:
         report = audit_run(run_dir)
@@ -522,6 +530,7 @@ def summarise(
         stopped_early=not state.budget_exhausted and not reason.endswith("candidates accepted"),
         abandoned=abandoned,
         abandoned_fixable=abandoned_fixable,
+        checker_decode=checker_decode,
     )
 
 
@@ -626,6 +635,26 @@ def decode_ratios(sessions: list[Session], policies: tuple[Policy, ...], baselin
         if found is not None:
             ratio, low, high = found
             lines.append(f"  {policy.name:<9}{ratio:5.2f}x [{low:.2f}, {high:.2f}]")
+    return "\n".join(lines)
+
+
+def checker_shares(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    """For each policy with a checker: how much of its decode the checker wrote, and the
+    decode per accepted correct proof left on the run's own model."""
+    lines = []
+    for policy in policies:
+        mine = [s for s in sessions if s.policy == policy.name]
+        checker = sum(s.checker_decode for s in mine)
+        if not mine or not checker:
+            continue
+        decode = sum(s.decode for s in mine)
+        correct = sum(s.accepted - s.false_accepts for s in mine)
+        own = (decode - checker) / correct / 1e6 if correct else float("inf")
+        lines.append(
+            f"  {policy.name:<9}checker {checker / len(mine) / 1e6:.2f}M a session "
+            f"({checker / decode:.0%} of decode); the run's own model {own:.2f}M per accepted "
+            "correct proof"
+        )
     return "\n".join(lines)
 
 
@@ -1052,6 +1081,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table(sessions, chosen))
     print()
     print(per_problem(sessions, chosen))
+    shares = checker_shares(sessions, chosen)
+    if shares:
+        print("\ndecode by the checker of another family (its calls, from the journal):")
+        print(shares)
     if any(p.name == "before" for p in chosen):
         print("\ndecode per accepted correct proof against before's (95% bootstrap interval):")
         print(decode_ratios(sessions, chosen, "before"))

@@ -191,6 +191,8 @@ def test_a_final_round_by_a_checker_unaccepts_what_only_it_can_see(tmp_path: Pat
     assert any(kind == "unaccepted" for kind, _, _ in s.decisions)
     assert s.false_accepts == 0
     assert s.audit_ok  # the checker's endpoint is declared and its calls connected only there
+    assert 0 < s.checker_decode < s.decode
+    assert "checker" in policy.checker_shares([s], (chosen,))
     wire = policy.run_session(
         tmp_path / "b", chosen, invisible, quiet, gpu, 0, 1_500_000, http=True
     )
