@@ -811,9 +811,15 @@ def _grade(state: RunState, cfg: PolicyConfig) -> Step:
     finals = final_versions(state, cfg)
     if not finals:
         return Step(finish=_finish(state, None, "no complete proof was produced"))
-    # Several grades (their median ranks it) only when no proof is accepted: a grade then
-    # decides what is submitted; beside an accepted proof it is a tie-break.
-    grades = 1 if any(v.status == "accepted" for v in finals) else cfg.final_grades
+    # With a proof accepted, the submission is one of the accepted proofs, so only they are
+    # graded (once: a grade is then a tie-break) and a grade of any other would be decode
+    # spent on nothing. With none accepted, every final proof is graded, several times with
+    # final_grades (their median ranks it): a grade then decides what is submitted.
+    accepted = [v for v in finals if v.status == "accepted"]
+    if accepted:
+        finals, grades = accepted, 1
+    else:
+        grades = cfg.final_grades
     wanted = [(v, grade_call_id(v, n)) for v in finals for n in range(grades)]
     missing = [
         CallPlanned(

@@ -225,6 +225,40 @@ def test_an_accepted_proof_gets_one_grade(tmp_path: Path) -> None:
     assert _ids(state_of(outcome.run_dir), "grade.") == ["grade.L0.v0"]
 
 
+_FIRST = Counting()
+
+
+def one_good_proof(request: RecordedRequest) -> Reply:
+    """The first proof written is sound; every other keeps a confirmed flaw."""
+    role = scripts.role_of(request)
+    if role == "generator" and _FIRST.nth("generator") == 1:
+        return scripts.proof_reply(scripts.GOOD_PROOF)
+    if role == "verifier":
+        return scripts.verdict([scripts.FLAW_FINDING] if "FLAW" in request.user_text else [])
+    return scripts.never_accepted(request)
+
+
+def test_beside_an_accepted_proof_no_other_is_graded(tmp_path: Path) -> None:
+    # the submission is an accepted proof: grading the others would spend decode on nothing
+    _FIRST.seen.clear()
+    with ScriptedEndpoint(one_good_proof) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=2,
+            acceptance__accepted_needed=1,
+            acceptance__max_lineages=2,
+            acceptance__max_failed_rounds=1,
+        )
+    state = state_of(outcome.run_dir)
+    (accepted,) = state.accepted()
+    others = [ln for ln in state.lineages.values() if ln is not accepted and ln.versions]
+    assert others  # a lineage with a proof that was not accepted
+    assert _ids(state, "grade.") == [f"grade.{accepted.lineage}.v{accepted.accepted_version}"]
+    assert result_of(outcome.run_dir)["outcome"] == "solved"
+    audit_ok(outcome.run_dir)
+
+
 # ---------------------------------------------------------------- pairwise selection
 
 
