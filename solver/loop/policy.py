@@ -774,8 +774,12 @@ def final_versions(state: RunState, cfg: PolicyConfig | None = None) -> list[Ver
     it graded: the choice is then read from the journal, so the audit can re-derive what the
     selector was shown without knowing the policy's settings."""
     graded = _graded_versions(state)
-    if graded:
-        return graded
+    return graded or candidate_finals(state, cfg)
+
+
+def candidate_finals(state: RunState, cfg: PolicyConfig | None = None) -> list[VersionState]:
+    """Each lineage's candidate for submission, from the lineages themselves (what grading
+    starts from: they do not change once the search is over)."""
     finals: list[VersionState] = []
     for lineage in sorted(state.lineages.values(), key=lambda ln: ln.index):
         if lineage.accepted_version is not None:
@@ -808,7 +812,9 @@ def grade_call_id(version: VersionState, n: int = 0) -> str:
 
 
 def _grade(state: RunState, cfg: PolicyConfig) -> Step:
-    finals = final_versions(state, cfg)
+    # From the lineages, not from the grades so far: the engine starts no more calls than
+    # its concurrency allows, and a call it has not started is not yet in the journal.
+    finals = candidate_finals(state, cfg)
     if not finals:
         return Step(finish=_finish(state, None, "no complete proof was produced"))
     # With a proof accepted, the submission is one of the accepted proofs, so only they are

@@ -259,6 +259,22 @@ def test_beside_an_accepted_proof_no_other_is_graded(tmp_path: Path) -> None:
     audit_ok(outcome.run_dir)
 
 
+def test_every_final_proof_is_graded_when_they_outnumber_the_concurrency(tmp_path: Path) -> None:
+    # the engine starts two grades at a time; the third must not drop out of the selection
+    with ScriptedEndpoint(scripts.never_accepted) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=3,
+            concurrency=2,
+            acceptance__max_failed_rounds=1,
+            acceptance__max_lineages=3,
+        )
+    state = state_of(outcome.run_dir)
+    assert _ids(state, "grade.") == ["grade.L0.v0", "grade.L1.v0", "grade.L2.v0"]
+    audit_ok(outcome.run_dir)
+
+
 # ---------------------------------------------------------------- pairwise selection
 
 
