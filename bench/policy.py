@@ -638,6 +638,24 @@ def decode_ratios(sessions: list[Session], policies: tuple[Policy, ...], baselin
     return "\n".join(lines)
 
 
+def against_baselines(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    """Each policy's strict total minus each baseline's, with its interval (``difference``)."""
+    lines = []
+    for policy in policies:
+        for baseline in policies:
+            if policy is baseline or policy.baseline or not baseline.baseline:
+                continue
+            mine = _strict_by_problem(sessions, policy.name)
+            theirs = _strict_by_problem(sessions, baseline.name)
+            if not mine or mine.keys() != theirs.keys():
+                continue
+            mean, low, high = difference(mine, theirs)
+            lines.append(
+                f"  {policy.name} - {baseline.name}: {mean:+.1f} [{low:+.1f}, {high:+.1f}]"
+            )
+    return "\n".join(lines)
+
+
 def checker_shares(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
     """For each policy with a checker: how much of its decode the checker wrote, and the
     decode per accepted correct proof left on the run's own model."""
@@ -1081,6 +1099,10 @@ def main(argv: list[str] | None = None) -> int:
     print(table(sessions, chosen))
     print()
     print(per_problem(sessions, chosen))
+    gaps = against_baselines(sessions, chosen)
+    if gaps:
+        print("\nstrict score against each baseline (difference, 95% bootstrap interval):")
+        print(gaps)
     shares = checker_shares(sessions, chosen)
     if shares:
         print("\ndecode by the checker of another family (its calls, from the journal):")

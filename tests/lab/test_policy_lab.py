@@ -233,3 +233,12 @@ def test_the_decode_ratio_is_per_accepted_correct_proof_with_an_interval() -> No
     assert policy.decode_ratio(rows, "a", "none") is None
     chosen = (policy.Policy("a", "", {}), policy.Policy("b", "", {}))
     assert policy.decode_ratios(rows, chosen, "b").split()[:2] == ["a", "0.33x"]
+
+
+def test_each_policy_is_compared_with_each_baseline() -> None:
+    rows = [_row("a", "P1", 1, 1, 0), _row("b", "P1", 1, 1, 0)]
+    rows[1].strict = 0
+    chosen = (policy.Policy("a", "", {}), policy.Policy("b", "", {}, baseline=True))
+    (line,) = policy.against_baselines(rows, chosen).splitlines()
+    assert line.split(":")[0].strip() == "a - b"
+    assert "+7.0" in line
