@@ -469,6 +469,7 @@ def summarise(
     accepted = false_accepts = false_wrong = false_later = accepted_later = 0
     abandoned = abandoned_fixable = 0
     causes: dict[str, int] = {}
+    checked = bool(policy.flags.get(CHECKER_FLAG))  # a checker verified its proofs too
     for lineage in state.lineages.values():
         if lineage.accepted_version is not None:
             accepted += 1
@@ -480,7 +481,6 @@ def summarise(
                 false_accepts += 1
                 false_wrong += proof.wrong_approach
                 false_later += later
-                checked = bool(policy.flags.get(CHECKER_FLAG))
                 cause = false_accept_cause(state, lineage.lineage, version, proof, checked)
                 causes[cause] = causes.get(cause, 0) + 1
         elif lineage.abandoned and lineage.latest is not None:
@@ -589,6 +589,15 @@ def bootstrap(
     return mean, totals[int(0.025 * draws)], totals[int(0.975 * draws) - 1]
 
 
+def _decode_per_correct(rows: list[Session], spent: int | None = None) -> float | None:
+    """Decode tokens (``spent``, else all of the rows') per accepted correct proof; None
+    with no accepted correct proof."""
+    correct = sum(s.accepted - s.false_accepts for s in rows)
+    if not correct:
+        return None
+    return (sum(s.decode for s in rows) if spent is None else spent) / correct
+
+
 def decode_ratio(
     sessions: list[Session], policy: str, baseline: str, draws: int = 2000, seed: int = 0
 ) -> tuple[float, float, float] | None:
@@ -596,27 +605,17 @@ def decode_ratio(
     bootstrap interval (each policy's sessions resampled within each problem, on their own);
     None when either has no accepted correct proof."""
 
-    def per_correct(rows: list[Session]) -> float | None:
-        correct = sum(s.accepted - s.false_accepts for s in rows)
-        return sum(s.decode for s in rows) / correct if correct else None
-
-    def grouped(name: str) -> list[list[Session]]:
-        by: dict[str, list[Session]] = {}
-        for s in sessions:
-            if s.policy == name:
-                by.setdefault(s.problem, []).append(s)
-        return list(by.values())
-
-    mine, theirs = grouped(policy), grouped(baseline)
-    a = per_correct([s for group in mine for s in group])
-    b = per_correct([s for group in theirs for s in group])
+    mine = list(_by_problem(sessions, policy).values())
+    theirs = list(_by_problem(sessions, baseline).values())
+    a = _decode_per_correct([s for group in mine for s in group])
+    b = _decode_per_correct([s for group in theirs for s in group])
     if a is None or b is None:
         return None
     rng = random.Random(seed)
     ratios = []
     for _ in range(draws):
-        ra = per_correct([rng.choice(g) for g in mine for _ in g])
-        rb = per_correct([rng.choice(g) for g in theirs for _ in g])
+        ra = _decode_per_correct([rng.choice(g) for g in mine for _ in g])
+        rb = _decode_per_correct([rng.choice(g) for g in theirs for _ in g])
         if ra is not None and rb is not None:
             ratios.append(ra / rb)
     ratios.sort()
@@ -666,11 +665,11 @@ def checker_shares(sessions: list[Session], policies: tuple[Policy, ...]) -> str
         if not mine or not checker:
             continue
         decode = sum(s.decode for s in mine)
-        correct = sum(s.accepted - s.false_accepts for s in mine)
-        own = (decode - checker) / correct / 1e6 if correct else float("inf")
+        own = _decode_per_correct(mine, decode - checker)
         lines.append(
             f"  {policy.name:<9}checker {checker / len(mine) / 1e6:.2f}M a session "
-            f"({checker / decode:.0%} of decode); the run's own model {own:.2f}M per accepted "
+            f"({checker / decode:.0%} of decode); the run's own model "
+            f"{own / 1e6 if own is not None else float('inf'):.2f}M per accepted "
             "correct proof"
         )
     return "\n".join(lines)
@@ -696,11 +695,11 @@ def table(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
         pm, plo, phi = bootstrap(partial)
         accepted = sum(s.accepted for s in mine)
         false = sum(s.false_accepts for s in mine)
-        correct = sum(s.accepted - s.false_accepts for s in mine)
         n = len(mine)
         decode = sum(s.decode for s in mine) / n / 1e6
         prefill = sum(s.prefill for s in mine) / n / 1e6
-        per_correct = sum(s.decode for s in mine) / correct / 1e6 if correct else float("inf")
+        found = _decode_per_correct(mine)
+        per_correct = found / 1e6 if found is not None else float("inf")
         wall = sum(s.wall_s for s in mine) / n / 3600
         calls = sum(s.calls for s in mine) / n
         audited = [s.audit_ok for s in mine if s.audit_ok is not None]
@@ -935,12 +934,16 @@ def difference(
     return mean, totals[int(0.025 * draws)], totals[int(0.975 * draws) - 1]
 
 
-def _strict_by_problem(sessions: list[Session], policy: str) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
+def _by_problem(sessions: list[Session], policy: str) -> dict[str, list[Session]]:
+    out: dict[str, list[Session]] = {}
     for s in sessions:
         if s.policy == policy:
-            out.setdefault(s.problem, []).append(s.strict)
+            out.setdefault(s.problem, []).append(s)
     return out
+
+
+def _strict_by_problem(sessions: list[Session], policy: str) -> dict[str, list[int]]:
+    return {k: [s.strict for s in rows] for k, rows in _by_problem(sessions, policy).items()}
 
 
 def sweep(

@@ -92,9 +92,10 @@ def policy_config(
     marking scheme may be drafted (when ``grading.draft_scheme`` is on)."""
     acceptance = settings.acceptance
     grading = settings.grading
+    checker = has_checker(settings)
     variants = len(roles.get_role("verifier").variants)
     rounds = [("verifier", "acceptance.verifications", acceptance.verifications)]
-    if settings.role(CHECKER).endpoint:  # the checker's final round is its own requests
+    if checker:  # the checker's final round is its own requests
         rounds.append((CHECKER, "acceptance.final_verifications", final_round(settings)))
     for role, key, size in rounds:
         if settings.role(role).temperature == 0 and size > variants:
@@ -123,7 +124,7 @@ def policy_config(
         restart_from_pool=acceptance.restart_from_pool,
         recombine=acceptance.recombine,
         final_verifications=final_round(settings),
-        checks_by_checker=bool(settings.role(CHECKER).endpoint),
+        checks_by_checker=checker,
         recheck_answers=acceptance.recheck_answers,
         pairwise_selection=acceptance.pairwise_selection,
         final_grades=acceptance.final_grades,
@@ -156,12 +157,17 @@ def _lineage_cap(settings: Settings) -> int:
     return 3 * settings.candidates
 
 
+def has_checker(settings: Settings) -> bool:
+    """Whether the later checks run on a checker of another family (``roles.checker``)."""
+    return bool(settings.role(CHECKER).endpoint)
+
+
 def final_round(settings: Settings) -> int:
     """The final round's size: as set, else a checker's default when one is configured."""
     chosen = settings.acceptance.final_verifications
     if chosen is not None:
         return chosen
-    return CHECKER_FINAL_VERIFICATIONS if settings.role(CHECKER).endpoint else 0
+    return CHECKER_FINAL_VERIFICATIONS if has_checker(settings) else 0
 
 
 def floor_for(settings: Settings) -> Callable[[str], int]:

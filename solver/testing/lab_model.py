@@ -230,10 +230,8 @@ class LabModel:
 
     def __call__(self, request: RecordedRequest, family: str = "own") -> Reply:
         role = lab_role(request)
-        if family != "own":
-            role = f"{role}@{family}"  # its draws are its own, and counted apart
-        draws = self._draws(role, request.body)
-        role = role.split("@")[0]
+        # another family's draws are its own, and counted apart ("verifier@other")
+        draws = self._draws(role if family == "own" else f"{role}@{family}", request.body)
         answer = {
             "generator": self._generate,
             "reviser": self._revise,
