@@ -31,7 +31,7 @@ from typing import Any
 
 from solver._util.ids import uuid7
 from solver.audit import audit_run
-from solver.config import Settings, resolve_settings
+from solver.config import ResolvedSettings, resolve_settings
 from solver.llm import (
     AttemptEnd,
     AttemptObserver,
@@ -223,6 +223,9 @@ class Session:
     abandoned: int = 0
     abandoned_fixable: int = 0  # abandoned lineages whose proof was not on a wrong approach
     checker_decode: int = 0  # output tokens of the checker's calls (another family's GPU)
+    decode_by_key: dict[str, int] = field(default_factory=dict)  # output tokens per policy key
+    # output tokens per fate of the lineage a call served (LINEAGE_FATES), from the journal
+    decode_by_fate: dict[str, int] = field(default_factory=dict)
 
 
 def problem_file(root: Path, params: ProblemParams) -> Path:
@@ -420,7 +423,7 @@ def run_session(
 
 def solve_in_lab(
     path: Path,
-    resolved: Settings,
+    resolved: ResolvedSettings,
     client: Callable[..., ModelClient],
     gpu: VirtualGpu,
     argv: list[str],
@@ -488,18 +491,25 @@ def summarise(
             proof = _proof_state(run_dir, state, lab, lineage.lineage, lineage.latest.version)
             abandoned_fixable += proof is not None and not proof.wrong_approach
     decisions = []
-    checker_calls: set[str] = set()
-    checker_decode = 0
+    fates = _lineage_fates(run_dir, state, lab)
+    key_of_call: dict[str, str] = {}
+    decode_by_key: dict[str, int] = {}
+    decode_by_fate: dict[str, int] = {}
     for rec in RunReader(run_dir).records():
         d = rec.data
         if rec.type == "decision":
             decisions.append(
                 (str(d["kind"]), str(d.get("lineage") or ""), int(d.get("version") or 0))
             )
-        elif rec.type == "call.planned" and d.get("role") == VERIFIER_CHECK:
-            checker_calls.add(str(d["call_id"]))
-        elif rec.type in ("call.completed", "call.cancelled") and d["call_id"] in checker_calls:
-            checker_decode += int((d.get("usage") or {}).get("output_tokens") or 0)
+        elif rec.type == "call.planned":
+            key_of_call[str(d["call_id"])] = str(d.get("role"))
+        elif rec.type == "call.completed":
+            key = key_of_call.get(str(d["call_id"]), "?")
+            used = int((d.get("usage") or {}).get("output_tokens") or 0)
+            decode_by_key[key] = decode_by_key.get(key, 0) + used
+            call = state.calls.get(str(d["call_id"]))
+            fate = fates.get(call.lineage or "", "none") if call is not None else "none"
+            decode_by_fate[fate] = decode_by_fate.get(fate, 0) + used
     ok = None
     if audit:
         report = audit_run(run_dir)
@@ -530,8 +540,27 @@ def summarise(
         stopped_early=not state.budget_exhausted and not reason.endswith("candidates accepted"),
         abandoned=abandoned,
         abandoned_fixable=abandoned_fixable,
-        checker_decode=checker_decode,
+        checker_decode=decode_by_key.get(VERIFIER_CHECK, 0),
+        decode_by_key=decode_by_key,
+        decode_by_fate=decode_by_fate,
     )
+
+
+# What became of a lineage by the end of the run: accepted with a correct or a flawed proof,
+# abandoned, or still open when the solve phase stopped; "none" is a call of no lineage
+# (selection, grading of the submission).
+LINEAGE_FATES = ("correct", "flawed", "abandoned", "open", "none")
+
+
+def _lineage_fates(run_dir: Path, state: RunState, lab: LabModel) -> dict[str, str]:
+    fates = {}
+    for lineage in state.lineages.values():
+        if lineage.accepted_version is not None:
+            proof = _proof_state(run_dir, state, lab, lineage.lineage, lineage.accepted_version)
+            fates[lineage.lineage] = "correct" if proof is not None and proof.correct else "flawed"
+        else:
+            fates[lineage.lineage] = "abandoned" if lineage.abandoned else "open"
+    return fates
 
 
 def _calls_by_call_role(state: RunState) -> dict[str, int]:
@@ -672,6 +701,46 @@ def checker_shares(sessions: list[Session], policies: tuple[Policy, ...]) -> str
             f"{own / 1e6 if own is not None else float('inf'):.2f}M per accepted "
             "correct proof"
         )
+    return "\n".join(lines)
+
+
+def decode_by_key(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    """Each policy's decode per session split by policy key (from the journal's usage), as M
+    tokens and shares; the last column is what calls cancelled on the GPU had decoded, which
+    the journal records no usage for."""
+    keys = sorted({k for s in sessions for k in s.decode_by_key})
+    head = f"{'policy':<9}" + "".join(f"{k:>16}" for k in keys) + f"{'cancelled':>10}"
+    lines = [head]
+    for policy in policies:
+        mine = [s for s in sessions if s.policy == policy.name]
+        if not mine:
+            continue
+        total = sum(s.decode for s in mine)
+        cells = []
+        for key in keys:
+            used = sum(s.decode_by_key.get(key, 0) for s in mine)
+            cells.append(f"{used / len(mine) / 1e6:9.2f} {used / total:5.0%}" if total else "")
+        attributed = sum(sum(s.decode_by_key.values()) for s in mine)
+        rest = (total - attributed) / total if total else 0.0
+        lines.append(f"{policy.name:<9}" + "".join(f"{c:>16}" for c in cells) + f"{rest:10.0%}")
+    return "\n".join(lines)
+
+
+def decode_by_fate(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    """Each policy's decode split by what became of the lineage each call served."""
+    head = f"{'policy':<9}" + "".join(f"{k:>16}" for k in LINEAGE_FATES) + f"{'cancelled':>10}"
+    lines = [head]
+    for policy in policies:
+        mine = [s for s in sessions if s.policy == policy.name]
+        total = sum(s.decode for s in mine)
+        if not mine or not total:
+            continue
+        cells = []
+        for fate in LINEAGE_FATES:
+            used = sum(s.decode_by_fate.get(fate, 0) for s in mine)
+            cells.append(f"{used / len(mine) / 1e6:9.2f} {used / total:5.0%}")
+        rest = 1 - sum(sum(s.decode_by_fate.values()) for s in mine) / total
+        lines.append(f"{policy.name:<9}" + "".join(f"{c:>16}" for c in cells) + f"{rest:10.0%}")
     return "\n".join(lines)
 
 
@@ -1110,6 +1179,10 @@ def main(argv: list[str] | None = None) -> int:
     if shares:
         print("\ndecode by the checker of another family (its calls, from the journal):")
         print(shares)
+    print("\ndecode per session by policy key (M tokens, share of the policy's decode):")
+    print(decode_by_key(sessions, chosen))
+    print("\ndecode per session by what became of the lineage each call served:")
+    print(decode_by_fate(sessions, chosen))
     if any(p.name == "before" for p in chosen):
         print("\ndecode per accepted correct proof against before's (95% bootstrap interval):")
         print(decode_ratios(sessions, chosen, "before"))

@@ -242,3 +242,22 @@ def test_each_policy_is_compared_with_each_baseline() -> None:
     (line,) = policy.against_baselines(rows, chosen).splitlines()
     assert line.split(":")[0].strip() == "a - b"
     assert "+7.0" in line
+
+
+def test_decode_is_split_by_policy_key_and_by_what_became_of_each_lineage(
+    tmp_path: Path,
+) -> None:
+    easy = ProblemParams("E", p_correct=1.0, p_critical=0.0, detect=1.0, p_hidden=0.0, fix=1.0)
+    chosen = next(p for p in policy.POLICIES if p.name == "default")
+    quiet = RoleParams(false_alarm=0.0, no_verdict=0.0)
+    s = policy.run_session(tmp_path, chosen, easy, quiet, policy.GpuModel(), 0, 1_500_000)
+    # the journal's usage accounts for every decoded token but those of cancelled calls
+    assert sum(s.decode_by_key.values()) + s.cancelled_decode == s.decode
+    assert sum(s.decode_by_fate.values()) == sum(s.decode_by_key.values())
+    assert {"generator", "verifier"} <= s.decode_by_key.keys()
+    # every proof is correct and passes: nothing is abandoned or accepted flawed
+    assert set(s.decode_by_fate) <= {"correct", "open", "none"}
+    assert s.decode_by_fate["correct"] > 0
+    out = policy.decode_by_fate([s], (chosen,))
+    assert out.splitlines()[0].split()[1:] == [*policy.LINEAGE_FATES, "cancelled"]
+    assert policy.decode_by_key([s], (chosen,)).splitlines()[1].startswith("default")
