@@ -960,7 +960,7 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     "recombine_borrow": ("roles", (0.0, 0.3)),
     "recombine_inherit": ("roles", (0.0, 0.3)),
     # a checker of another family (docs/bench-policy.md, "A checker of another family")
-    "hidden_shared": ("roles", (0.2, 0.8)),
+    "blind_spot_correlation": ("roles", (0.0, 0.8)),
 }
 
 
@@ -1092,7 +1092,7 @@ def main(argv: list[str] | None = None) -> int:
         "--lab",
         default="",
         metavar="NAME=VALUE",
-        help="one lab parameter of the sweep moved to VALUE for the table (e.g. hidden_shared=0.2)",
+        help="one lab parameter of the sweep moved to VALUE for the table (e.g. p_hidden=0.5)",
     )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--audit-every", type=int, default=5, help="audit every Nth session")

@@ -20,9 +20,10 @@ states in its real output contract (the formats ``solver.roles`` parses):
   docs/bench-policy.md, with ranges);
 - grader: the true score with noise; selector: the best true score with some accuracy;
 - a checker of another model family (``family="other"``, the run's ``roles.checker``): a
-  verifier with blind spots of its own. A flaw hidden from the run's family is hidden from it
-  too with ``hidden_shared``; any other flaw with the problem's ``p_hidden``, as for the
-  first family. Those draws hang off the flaw's key, so the first family's session is the
+  verifier with blind spots of its own, as many as the first family's (the problem's
+  ``p_hidden``), correlated with them by ``blind_spot_correlation``: a flaw hidden from the
+  run's family is hidden from it with ``p + rho (1 - p)``, any other flaw with
+  ``p (1 - rho)``. Those draws hang off the flaw's key, so the first family's session is the
   same draw for draw whether a checker exists or not.
 
 Draws come from a hash of (seed, role, request body, how many identical bodies came before), so a
@@ -85,10 +86,11 @@ class RoleParams:
     # (range 0 to 0.3).
     recombine_borrow: float = 0.15
     recombine_inherit: float = 0.1
-    # A flaw the run's model family cannot see is also invisible to a checker of another
-    # family with this chance (range 0.2 to 0.8: docs/bench-policy.md, "A checker of
-    # another family").
-    hidden_shared: float = 0.5
+    # The correlation between the blind spots of the run's model family and a checker's of
+    # another family: 0 independent, 1 the same (range 0 to 0.8: docs/bench-policy.md, "A
+    # checker of another family"); below 0 they avoid each other, down to -p / (1 - p),
+    # where no flaw is hidden from both (what tests use to isolate the checker).
+    blind_spot_correlation: float = 0.5
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -285,11 +287,18 @@ class LabModel:
         key = draws.hex()[:6] + str(draws.pick(10_000))
         # the other family's view, from draws of its own (the first family's stay as they were)
         other = _Draws(f"{self.seed}|{self.problem.name}|other|{key}".encode())
-        hidden = other.chance(self.roles.hidden_shared if detect == 0.0 else self.problem.p_hidden)
+        hidden = other.chance(self._checker_blind(detect == 0.0))
         detect_other = 0.0 if hidden else self.problem.detect
         return Flaw(
             key=key, severity=severity, detect=detect, fixable=fixable, detect_other=detect_other
         )
+
+    def _checker_blind(self, hidden_from_run: bool) -> float:
+        """The chance a flaw is hidden from the checker, given whether it is hidden from the
+        run's family: two indicators with the same mean ``p_hidden`` and correlation rho."""
+        p, rho = self.problem.p_hidden, self.roles.blind_spot_correlation
+        chance = p + rho * (1 - p) if hidden_from_run else p * (1 - rho)
+        return min(max(chance, 0.0), 1.0)
 
     def _fresh_flaws(self, draws: _Draws) -> tuple[Flaw, ...]:
         if draws.chance(self.problem.p_correct):

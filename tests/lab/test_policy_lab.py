@@ -162,26 +162,48 @@ def test_the_sweep_moves_one_parameter_and_compares_each_policy_with_each_baseli
     assert {p.name for p in policy.POLICIES if p.baseline} == {"before", "hy", "dsm"}
 
 
-def test_a_checker_of_another_family_sees_what_the_first_cannot_as_configured() -> None:
-    invisible = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=0.5)
-    quiet = RoleParams(false_alarm=0.0, minor_rate=0.0, no_verdict=0.0)
-    texts = {}
-    for shared, expected in ((0.0, "fail"), (1.0, "pass")):
-        lab = LabModel(invisible, replace(quiet, hidden_shared=shared), seed=7)
-        proof = lab(_request(GENERATOR_SYSTEM, "Problem.")).text
+def test_a_checkers_blind_spots_are_as_many_as_the_runs_and_correlated_as_configured() -> None:
+    half = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=0.3, fix=0.5)
+    drawn = {}
+    for rho in (0.0, 0.5, 1.0):
+        lab = LabModel(half, replace(RoleParams(), blind_spot_correlation=rho), seed=3)
+        for i in range(3000):
+            lab(_request(GENERATOR_SYSTEM, f"Problem {i}."))
+        flaws = [f for state in lab.proofs.values() for f in state.flaws]
+        hidden = [f for f in flaws if f.detect == 0.0]
+        both = [f for f in hidden if f.detect_other == 0.0]
+        other = [f for f in flaws if f.detect_other == 0.0]
+        assert len(flaws) > 2000
+        assert abs(len(other) / len(flaws) - 0.3) < 0.03  # the checker is no weaker
+        assert abs(len(both) / len(hidden) - (0.3 + rho * 0.7)) < 0.04
+        drawn[rho] = [(f.key, f.detect) for f in flaws]
+    # the first family's draws do not depend on the checker's parameter
+    assert drawn[0.0] == drawn[0.5] == drawn[1.0]
+
+
+def test_a_checker_with_complementary_blind_spots_fails_what_the_run_passes() -> None:
+    # p_hidden 0.5 and correlation -1: whatever one family cannot see, the other can
+    half = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=0.5, fix=0.5)
+    quiet = RoleParams(false_alarm=0.0, minor_rate=0.0, no_verdict=0.0, blind_spot_correlation=-1)
+    lab = LabModel(half, quiet, seed=7)
+    seen = set()
+    for i in range(40):
+        proof = lab(_request(GENERATOR_SYSTEM, f"Problem {i}.")).text
+        (state,) = lab.proofs_in(proof)
         own = lab(_request(VERIFIER_SYSTEM, f"# Proof\n\n{proof}")).text
         other = lab.family("other")(_request(VERIFIER_SYSTEM, f"# Proof\n\n{proof}")).text
-        assert '"verdict": "pass"' in own  # hidden from the run's family either way
-        assert f'"verdict": "{expected}"' in other
-        assert lab.calls_by_role["verifier@other"] == 1
-        texts[shared] = (proof, own)
-    # the first family's draws do not depend on the checker's parameter
-    assert texts[0.0] == texts[1.0]
+        verdicts = ('"verdict": "pass"' in own, '"verdict": "pass"' in other)
+        run_blind = [f.detect == 0.0 for f in state.flaws]
+        assert verdicts == (all(run_blind), not any(run_blind))
+        seen.add(verdicts)
+    assert {(True, False), (False, True)} <= seen  # each sees what the other cannot
+    assert lab.calls_by_role["verifier@other"] == 40
 
 
 def test_a_final_round_by_a_checker_unaccepts_what_only_it_can_see(tmp_path: Path) -> None:
-    invisible = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=0.5)
-    quiet = RoleParams(false_alarm=0.0, no_verdict=0.0, hidden_shared=0.0)
+    # whatever the run's family cannot see, the checker can (p_hidden 0.5, correlation -1)
+    invisible = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=0.5, fix=0.5)
+    quiet = RoleParams(false_alarm=0.0, no_verdict=0.0, blind_spot_correlation=-1.0)
     chosen = next(p for p in policy.POLICIES if p.name == "checked")
     gpu = policy.GpuModel()
     (tmp_path / "a").mkdir()
