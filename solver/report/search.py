@@ -15,8 +15,18 @@ from pydantic import ValidationError
 
 from solver.config import Settings
 from solver.errors import InputError
-from solver.loop.policy import PolicyConfig, best_version, pass_rate, verification_outcome
+from solver.loop.policy import (
+    FINAL,
+    RECHECK,
+    PolicyConfig,
+    best_version,
+    check_calls,
+    check_size,
+    pass_rate,
+    verification_outcome,
+)
 from solver.loop.state import RunState, verification_calls
+from solver.roles.verifier import CHECK
 from solver.run import policy_config, read_manifest, read_state
 
 __all__ = ["SearchView", "VersionSearch", "load_search", "policy_of_run", "search_view"]
@@ -36,7 +46,9 @@ class VersionSearch:
     cancelled: int  # of which stopped by the policy or the run's end
     pass_rate: float | None  # passes over verdicts; None before any verdict
     best: bool  # the version the lineage revises from and would submit
-    stage: str  # "first 2 of 5", "rest 3 of 5", "all 5"
+    # "first 2 of 5", "rest 3 of 5", "all 5"; once accepted, the later check under way or
+    # last made: "final round of 5", "recheck round of 5 by the checker"
+    stage: str
 
     @property
     def verdicts(self) -> int:
@@ -91,7 +103,21 @@ class SearchView:
         return f"{k} verifications at once"
 
 
-def _stage(cfg: PolicyConfig, passed: int, failed: int) -> str:
+def _stage(state: RunState, cfg: PolicyConfig, lineage: str, version: int) -> str:
+    for kind in (RECHECK, FINAL):  # a recheck comes after the final round
+        calls = check_calls(state, lineage, version, kind)
+        if calls:
+            by = " by the checker" if any(c.role == CHECK for c in calls) else ""
+            return f"{kind} round of {check_size(kind, cfg)}{by}"
+    rounds = [
+        verification_outcome(state, c, cfg)
+        for c in verification_calls(state, lineage, version)
+        if ".verify." in c.call_id
+    ]
+    return _round_stage(cfg, rounds.count("pass"), rounds.count("fail"))
+
+
+def _round_stage(cfg: PolicyConfig, passed: int, failed: int) -> str:
     k = cfg.verifications
     first = cfg.verify_stage
     if not 0 < first < k:
@@ -127,7 +153,7 @@ def search_view(state: RunState, cfg: PolicyConfig) -> SearchView:
                     cancelled=sum(1 for c in calls if c.status == "cancelled"),
                     pass_rate=pass_rate(state, lineage.lineage, version.version, cfg),
                     best=version.version == best_number,
-                    stage=_stage(cfg, passed, failed) if calls else "-",
+                    stage=_stage(state, cfg, lineage.lineage, version.version) if calls else "-",
                 )
             )
     cancelled = sum(1 for c in state.calls.values() if c.status == "cancelled")

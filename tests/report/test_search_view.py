@@ -7,6 +7,7 @@ import io
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
@@ -16,6 +17,8 @@ from solver.report import load_report, load_search, render_html, render_markdown
 from solver.report.search import policy_of_run
 from solver.run import read_manifest, read_state
 from solver.store import RunReader
+from tests.loop import scripts
+from tests.loop.harness import ScriptedEndpoint, solve
 
 
 def test_the_report_shows_each_versions_pass_rate_best_version_and_stage(
@@ -71,3 +74,23 @@ def test_the_live_view_counts_as_the_run_policy_does(finished_run: Path) -> None
     assert rows["L0"][header.index("best")] == "v1 2/2 (100%)"
     assert "cancelled 0" in screen.getvalue()
     assert RunReader(finished_run).manifest  # the view wrote nothing: the run reads as before
+
+
+@pytest.mark.parametrize("checker", [False, True])
+def test_an_accepted_proof_in_its_final_round_shows_that_round_as_its_stage(
+    tmp_path: Path, checker: bool
+) -> None:
+    flags: dict[str, object] = {"acceptance.final_verifications": 3}
+    if checker:
+        flags["roles.checker.endpoint"] = "http://127.0.0.1:9/v1"
+    with ScriptedEndpoint(scripts.solved) as fake:
+        outcome = solve(fake, tmp_path, candidates=1, **flags)
+    search = load_search(Path(outcome.run_dir))
+    assert search is not None
+    entry = search.of("L0", 0)
+    assert entry is not None and entry.status == "accepted"
+    assert (entry.passed, entry.failed) == (5, 0)  # the round's 2 and the final round's 3
+    by = " by the checker" if checker else ""
+    assert entry.stage == f"final round of 3{by}"
+    out = render_markdown(load_report(Path(outcome.run_dir)), search)
+    assert f"verified 5/5 (100%), stage final round of 3{by}, best" in out
