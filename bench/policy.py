@@ -964,12 +964,21 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
 }
 
 
+# Lab parameters that ``--lab`` may set but the sweep does not move: what-ifs with no
+# calibrated range (docs/bench-policy.md).
+WHAT_IF = {"checker_blind_share": "roles"}
+
+
 def swept(
-    name: str, value: float, problems: tuple[ProblemParams, ...]
+    name: str,
+    value: float,
+    problems: tuple[ProblemParams, ...],
+    base: tuple[RoleParams, GpuModel] | None = None,
 ) -> tuple[RoleParams, GpuModel, tuple[ProblemParams, ...]]:
-    """The lab's parameters with one of them moved to ``value`` (``centre``: none)."""
-    where = SWEEP[name][0] if name in SWEEP else ""
-    roles, gpu = RoleParams(), GpuModel()
+    """The lab's parameters (``base``, else the central ones) with one of them moved to
+    ``value`` (``centre``: none)."""
+    where = SWEEP[name][0] if name in SWEEP else WHAT_IF.get(name, "")
+    roles, gpu = base if base is not None else (RoleParams(), GpuModel())
     if not where:
         return roles, gpu, problems
     if where == "roles":
@@ -1090,9 +1099,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problems", default="", help="comma-separated subset (P1..P6)")
     parser.add_argument(
         "--lab",
-        default="",
+        action="append",
+        default=[],
         metavar="NAME=VALUE",
-        help="one lab parameter of the sweep moved to VALUE for the table (e.g. p_hidden=0.5)",
+        help="a lab parameter moved to VALUE for the table (e.g. p_hidden=0.5); repeatable",
     )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--audit-every", type=int, default=5, help="audit every Nth session")
@@ -1136,12 +1146,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such problem in {args.problems or args.sweep_problems}", file=sys.stderr)
         return 2
     roles, gpu = RoleParams(), GpuModel()
-    if args.lab:
-        name, sep, value = args.lab.partition("=")
-        if not sep or name not in SWEEP:
-            print(f"--lab wants NAME=VALUE with NAME one of {', '.join(SWEEP)}", file=sys.stderr)
+    for item in args.lab:
+        name, sep, value = item.partition("=")
+        if not sep or (name not in SWEEP and name not in WHAT_IF):
+            names = ", ".join([*SWEEP, *WHAT_IF])
+            print(f"--lab wants NAME=VALUE with NAME one of {names}", file=sys.stderr)
             return 2
-        roles, gpu, problems = swept(name, float(value), problems)
+        roles, gpu, problems = swept(name, float(value), problems, (roles, gpu))
         print(f"lab parameter {name} = {value} (the others central)")
     if args.sweep_only:
         print(sweep_heading(args.sweep_sessions, sweep_problems))

@@ -20,11 +20,12 @@ states in its real output contract (the formats ``solver.roles`` parses):
   docs/bench-policy.md, with ranges);
 - grader: the true score with noise; selector: the best true score with some accuracy;
 - a checker of another model family (``family="other"``, the run's ``roles.checker``): a
-  verifier with blind spots of its own, as many as the first family's (the problem's
-  ``p_hidden``), correlated with them by ``blind_spot_correlation``: a flaw hidden from the
-  run's family is hidden from it with ``p + rho (1 - p)``, any other flaw with
-  ``p (1 - rho)``. Those draws hang off the flaw's key, so the first family's session is the
-  same draw for draw whether a checker exists or not.
+  verifier with blind spots of its own, the problem's ``p_hidden`` times
+  ``checker_blind_share`` of them, correlated with the run's family's by
+  ``blind_spot_correlation``: with as many as the run's, a flaw hidden from the run's family
+  is hidden from it with ``p + rho (1 - p)``, any other flaw with ``p (1 - rho)``. Those
+  draws hang off the flaw's key, so the first family's session is the same draw for draw
+  whether a checker exists or not.
 
 Draws come from a hash of (seed, role, request body, how many identical bodies came before), so a
 session is a pure function of its seed and the order of identical requests, whatever carries the
@@ -91,6 +92,10 @@ class RoleParams:
     # checker of another family"); below 0 they avoid each other, down to -p / (1 - p),
     # where no flaw is hidden from both (what tests use to isolate the checker).
     blind_spot_correlation: float = 0.5
+    # The checker's blind spots as a share of the run's family's (its p_hidden is the
+    # problem's times this): 1 as many, below 1 a stronger checker. A what-if, not a
+    # calibrated value (docs/bench-policy.md, "A checker of another family").
+    checker_blind_share: float = 1.0
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -295,9 +300,14 @@ class LabModel:
 
     def _checker_blind(self, hidden_from_run: bool) -> float:
         """The chance a flaw is hidden from the checker, given whether it is hidden from the
-        run's family: two indicators with the same mean ``p_hidden`` and correlation rho."""
-        p, rho = self.problem.p_hidden, self.roles.blind_spot_correlation
-        chance = p + rho * (1 - p) if hidden_from_run else p * (1 - rho)
+        run's family: two yes-or-no indicators with means ``p`` (the problem's ``p_hidden``)
+        and ``q`` (``p`` times ``checker_blind_share``) and correlation rho."""
+        p = self.problem.p_hidden
+        q = p * self.roles.checker_blind_share
+        if not 0.0 < p < 1.0:
+            return q
+        both = p * q + self.roles.blind_spot_correlation * math.sqrt(p * (1 - p) * q * (1 - q))
+        chance = both / p if hidden_from_run else (q - both) / (1 - p)
         return min(max(chance, 0.0), 1.0)
 
     def _fresh_flaws(self, draws: _Draws) -> tuple[Flaw, ...]:

@@ -6,6 +6,7 @@ false accepts are traced to their cause, and the stop check and the sweep count 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -162,23 +163,26 @@ def test_the_sweep_moves_one_parameter_and_compares_each_policy_with_each_baseli
     assert {p.name for p in policy.POLICIES if p.baseline} == {"before", "hy", "dsm"}
 
 
-def test_a_checkers_blind_spots_are_as_many_as_the_runs_and_correlated_as_configured() -> None:
+def test_a_checkers_blind_spots_are_as_many_as_configured_and_correlated_as_configured() -> None:
     half = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=0.3, fix=0.5)
     drawn = {}
-    for rho in (0.0, 0.5, 1.0):
-        lab = LabModel(half, replace(RoleParams(), blind_spot_correlation=rho), seed=3)
+    for rho, share in ((0.0, 1.0), (0.5, 1.0), (1.0, 1.0), (0.5, 0.5)):
+        roles = replace(RoleParams(), blind_spot_correlation=rho, checker_blind_share=share)
+        lab = LabModel(half, roles, seed=3)
         for i in range(3000):
             lab(_request(GENERATOR_SYSTEM, f"Problem {i}."))
         flaws = [f for state in lab.proofs.values() for f in state.flaws]
         hidden = [f for f in flaws if f.detect == 0.0]
         both = [f for f in hidden if f.detect_other == 0.0]
         other = [f for f in flaws if f.detect_other == 0.0]
+        p, q = 0.3, 0.3 * share
         assert len(flaws) > 2000
-        assert abs(len(other) / len(flaws) - 0.3) < 0.03  # the checker is no weaker
-        assert abs(len(both) / len(hidden) - (0.3 + rho * 0.7)) < 0.04
-        drawn[rho] = [(f.key, f.detect) for f in flaws]
-    # the first family's draws do not depend on the checker's parameter
-    assert drawn[0.0] == drawn[0.5] == drawn[1.0]
+        assert abs(len(other) / len(flaws) - q) < 0.03  # as many blind spots as configured
+        expected = q + rho * math.sqrt(q * (1 - q) * (1 - p) / p)  # P(hidden | hidden)
+        assert abs(len(both) / len(hidden) - expected) < 0.04
+        drawn[rho, share] = [(f.key, f.detect) for f in flaws]
+    # the first family's draws do not depend on the checker's parameters
+    assert len({tuple(v) for v in drawn.values()}) == 1
 
 
 def test_a_checker_with_complementary_blind_spots_fails_what_the_run_passes() -> None:
