@@ -745,8 +745,9 @@ def decode_by_fate(sessions: list[Session], policies: tuple[Policy, ...]) -> str
 
 
 def table(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
+    most = f"/{7 * len({s.problem for s in sessions})}"  # the sum over the problems run
     head = (
-        f"{'policy':<9}{'strict /42':>20}{'partial /42':>20}{'false acc':>10}"
+        f"{'policy':<9}{'strict ' + most:>20}{'partial ' + most:>20}{'false acc':>10}"
         f"{'decode M':>10}{'prefill M':>10}{'dec/correct':>12}{'wall h':>8}{'calls':>7}"
         f"{'audit':>7}"
     )
@@ -1152,7 +1153,12 @@ def main(argv: list[str] | None = None) -> int:
             names = ", ".join([*SWEEP, *WHAT_IF])
             print(f"--lab wants NAME=VALUE with NAME one of {names}", file=sys.stderr)
             return 2
-        roles, gpu, problems = swept(name, float(value), problems, (roles, gpu))
+        try:
+            number = float(value)
+        except ValueError:
+            print(f"--lab {name} wants a number, not {value!r}", file=sys.stderr)
+            return 2
+        roles, gpu, problems = swept(name, number, problems, (roles, gpu))
         print(f"lab parameter {name} = {value} (the others central)")
     if args.sweep_only:
         print(sweep_heading(args.sweep_sessions, sweep_problems))

@@ -303,7 +303,7 @@ class LabModel:
         run's family: two yes-or-no indicators with means ``p`` (the problem's ``p_hidden``)
         and ``q`` (``p`` times ``checker_blind_share``) and correlation rho."""
         p = self.problem.p_hidden
-        q = p * self.roles.checker_blind_share
+        q = min(max(p * self.roles.checker_blind_share, 0.0), 1.0)
         if not 0.0 < p < 1.0:
             return q
         both = p * q + self.roles.blind_spot_correlation * math.sqrt(p * (1 - p) * q * (1 - q))

@@ -287,3 +287,18 @@ def test_decode_is_split_by_policy_key_and_by_what_became_of_each_lineage(
     out = policy.decode_by_fate([s], (chosen,))
     assert out.splitlines()[0].split()[1:] == [*policy.LINEAGE_FATES, "cancelled"]
     assert policy.decode_by_key([s], (chosen,)).splitlines()[1].startswith("default")
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("bogus=1", "--lab wants NAME=VALUE"),
+        ("checker_blind_share", "--lab wants NAME=VALUE"),
+        ("checker_blind_share=half", "wants a number, not 'half'"),
+    ],
+)
+def test_a_bad_lab_parameter_is_refused_with_exit_2(
+    capsys: pytest.CaptureFixture[str], flag: str, said: str
+) -> None:
+    assert policy.main(["--quick", "--lab", flag]) == 2
+    assert said in capsys.readouterr().err
