@@ -222,10 +222,14 @@ class Session:
     stopped_early: bool = False
     abandoned: int = 0
     abandoned_fixable: int = 0  # abandoned lineages whose proof was not on a wrong approach
-    checker_decode: int = 0  # output tokens of the checker's calls (another family's GPU)
     decode_by_key: dict[str, int] = field(default_factory=dict)  # output tokens per policy key
     # output tokens per fate of the lineage a call served (LINEAGE_FATES), from the journal
     decode_by_fate: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def checker_decode(self) -> int:
+        """Output tokens of the checker's calls (another family's GPU)."""
+        return self.decode_by_key.get(VERIFIER_CHECK, 0)
 
 
 def problem_file(root: Path, params: ProblemParams) -> Path:
@@ -472,14 +476,18 @@ def summarise(
     accepted = false_accepts = false_wrong = false_later = accepted_later = 0
     abandoned = abandoned_fixable = 0
     causes: dict[str, int] = {}
+    fates: dict[str, str] = {}  # lineage: one of LINEAGE_FATES
     checked = bool(policy.flags.get(CHECKER_FLAG))  # a checker verified its proofs too
     for lineage in state.lineages.values():
+        fates[lineage.lineage] = "abandoned" if lineage.abandoned else "open"
         if lineage.accepted_version is not None:
             accepted += 1
             version = lineage.accepted_version
             later = version > 0  # not the lineage's first proof: revised or regenerated
             accepted_later += later
             proof = _proof_state(run_dir, state, lab, lineage.lineage, version)
+            correct = proof is not None and proof.correct
+            fates[lineage.lineage] = "correct" if correct else "flawed"
             if proof is not None and not proof.correct:
                 false_accepts += 1
                 false_wrong += proof.wrong_approach
@@ -491,7 +499,6 @@ def summarise(
             proof = _proof_state(run_dir, state, lab, lineage.lineage, lineage.latest.version)
             abandoned_fixable += proof is not None and not proof.wrong_approach
     decisions = []
-    fates = _lineage_fates(run_dir, state, lab)
     key_of_call: dict[str, str] = {}
     decode_by_key: dict[str, int] = {}
     decode_by_fate: dict[str, int] = {}
@@ -540,7 +547,6 @@ def summarise(
         stopped_early=not state.budget_exhausted and not reason.endswith("candidates accepted"),
         abandoned=abandoned,
         abandoned_fixable=abandoned_fixable,
-        checker_decode=decode_by_key.get(VERIFIER_CHECK, 0),
         decode_by_key=decode_by_key,
         decode_by_fate=decode_by_fate,
     )
@@ -550,17 +556,6 @@ def summarise(
 # abandoned, or still open when the solve phase stopped; "none" is a call of no lineage
 # (selection, grading of the submission).
 LINEAGE_FATES = ("correct", "flawed", "abandoned", "open", "none")
-
-
-def _lineage_fates(run_dir: Path, state: RunState, lab: LabModel) -> dict[str, str]:
-    fates = {}
-    for lineage in state.lineages.values():
-        if lineage.accepted_version is not None:
-            proof = _proof_state(run_dir, state, lab, lineage.lineage, lineage.accepted_version)
-            fates[lineage.lineage] = "correct" if proof is not None and proof.correct else "flawed"
-        else:
-            fates[lineage.lineage] = "abandoned" if lineage.abandoned else "open"
-    return fates
 
 
 def _calls_by_call_role(state: RunState) -> dict[str, int]:
@@ -705,30 +700,26 @@ def checker_shares(sessions: list[Session], policies: tuple[Policy, ...]) -> str
 
 
 def decode_by_key(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
-    """Each policy's decode per session split by policy key (from the journal's usage), as M
-    tokens and shares; the last column is what calls cancelled on the GPU had decoded, which
-    the journal records no usage for."""
-    keys = sorted({k for s in sessions for k in s.decode_by_key})
-    head = f"{'policy':<9}" + "".join(f"{k:>16}" for k in keys) + f"{'cancelled':>10}"
-    lines = [head]
-    for policy in policies:
-        mine = [s for s in sessions if s.policy == policy.name]
-        if not mine:
-            continue
-        total = sum(s.decode for s in mine)
-        cells = []
-        for key in keys:
-            used = sum(s.decode_by_key.get(key, 0) for s in mine)
-            cells.append(f"{used / len(mine) / 1e6:9.2f} {used / total:5.0%}" if total else "")
-        attributed = sum(sum(s.decode_by_key.values()) for s in mine)
-        rest = (total - attributed) / total if total else 0.0
-        lines.append(f"{policy.name:<9}" + "".join(f"{c:>16}" for c in cells) + f"{rest:10.0%}")
-    return "\n".join(lines)
+    """Each policy's decode per session split by policy key (from the journal's usage)."""
+    keys = tuple(sorted({k for s in sessions for k in s.decode_by_key}))
+    return _decode_split(sessions, policies, keys, lambda s: s.decode_by_key)
 
 
 def decode_by_fate(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
     """Each policy's decode split by what became of the lineage each call served."""
-    head = f"{'policy':<9}" + "".join(f"{k:>16}" for k in LINEAGE_FATES) + f"{'cancelled':>10}"
+    return _decode_split(sessions, policies, LINEAGE_FATES, lambda s: s.decode_by_fate)
+
+
+def _decode_split(
+    sessions: list[Session],
+    policies: tuple[Policy, ...],
+    columns: tuple[str, ...],
+    split: Callable[[Session], dict[str, int]],
+) -> str:
+    """A table of each policy's decode per session in ``columns`` of ``split``, as M tokens
+    and shares of its decode; the last column is what calls cancelled on the GPU had
+    decoded, which the journal records no usage for."""
+    head = f"{'policy':<9}" + "".join(f"{k:>16}" for k in columns) + f"{'cancelled':>10}"
     lines = [head]
     for policy in policies:
         mine = [s for s in sessions if s.policy == policy.name]
@@ -736,11 +727,13 @@ def decode_by_fate(sessions: list[Session], policies: tuple[Policy, ...]) -> str
         if not mine or not total:
             continue
         cells = []
-        for fate in LINEAGE_FATES:
-            used = sum(s.decode_by_fate.get(fate, 0) for s in mine)
+        for column in columns:
+            used = sum(split(s).get(column, 0) for s in mine)
             cells.append(f"{used / len(mine) / 1e6:9.2f} {used / total:5.0%}")
-        rest = 1 - sum(sum(s.decode_by_fate.values()) for s in mine) / total
-        lines.append(f"{policy.name:<9}" + "".join(f"{c:>16}" for c in cells) + f"{rest:10.0%}")
+        cancelled = sum(s.cancelled_decode for s in mine) / total
+        lines.append(
+            f"{policy.name:<9}" + "".join(f"{c:>16}" for c in cells) + f"{cancelled:10.0%}"
+        )
     return "\n".join(lines)
 
 
@@ -1179,6 +1172,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         for s in sessions:
             row = {k: v for k, v in s.__dict__.items() if k != "decisions"}
+            row["checker_decode"] = s.checker_decode
             print(json.dumps(row))
     print(
         f"{args.sessions} sessions per problem, {len(problems)} problems, budget "

@@ -678,10 +678,15 @@ def check_size(stage: str, cfg: PolicyConfig) -> int:
     )
 
 
+def check_kind(call: CallState) -> str:
+    """What a verification is for, from its id ``L0.v3.<kind>.<i>``: ``verify`` (a round),
+    or the later check ``final`` or ``recheck``."""
+    return call.call_id.rsplit(".", 2)[-2]
+
+
 def check_calls(state: RunState, lineage: str, version: int, stage: str) -> list[CallState]:
     """The verifications of one later check (``L0.v3.final.0``, ...), in their order."""
-    prefix = f"{lineage}.v{version}.{stage}."
-    found = [c for c in verification_calls(state, lineage, version) if c.call_id.startswith(prefix)]
+    found = [c for c in verification_calls(state, lineage, version) if check_kind(c) == stage]
     return sorted(found, key=_ordinal)
 
 

@@ -20,12 +20,12 @@ from solver.loop.policy import (
     RECHECK,
     PolicyConfig,
     best_version,
-    check_calls,
+    check_kind,
     check_size,
     pass_rate,
     verification_outcome,
 )
-from solver.loop.state import RunState, verification_calls
+from solver.loop.state import CallState, RunState, verification_calls
 from solver.roles.verifier import CHECK
 from solver.run import policy_config, read_manifest, read_state
 
@@ -103,21 +103,15 @@ class SearchView:
         return f"{k} verifications at once"
 
 
-def _stage(state: RunState, cfg: PolicyConfig, lineage: str, version: int) -> str:
+def _stage(cfg: PolicyConfig, calls: list[CallState], passed: int, failed: int) -> str:
+    """The stage of a version's verification (``calls``, of which ``passed`` and ``failed``
+    as the policy counts them)."""
     for kind in (RECHECK, FINAL):  # a recheck comes after the final round
-        calls = check_calls(state, lineage, version, kind)
-        if calls:
-            by = " by the checker" if any(c.role == CHECK for c in calls) else ""
+        check = [c for c in calls if check_kind(c) == kind]
+        if check:
+            by = " by the checker" if any(c.role == CHECK for c in check) else ""
             return f"{kind} round of {check_size(kind, cfg)}{by}"
-    rounds = [
-        verification_outcome(state, c, cfg)
-        for c in verification_calls(state, lineage, version)
-        if ".verify." in c.call_id
-    ]
-    return _round_stage(cfg, rounds.count("pass"), rounds.count("fail"))
-
-
-def _round_stage(cfg: PolicyConfig, passed: int, failed: int) -> str:
+    # no later check: every call is one of the version's rounds
     k = cfg.verifications
     first = cfg.verify_stage
     if not 0 < first < k:
@@ -153,7 +147,7 @@ def search_view(state: RunState, cfg: PolicyConfig) -> SearchView:
                     cancelled=sum(1 for c in calls if c.status == "cancelled"),
                     pass_rate=pass_rate(state, lineage.lineage, version.version, cfg),
                     best=version.version == best_number,
-                    stage=_stage(state, cfg, lineage.lineage, version.version) if calls else "-",
+                    stage=_stage(cfg, calls, passed, failed) if calls else "-",
                 )
             )
     cancelled = sum(1 for c in state.calls.values() if c.status == "cancelled")
