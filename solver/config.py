@@ -112,6 +112,17 @@ class Acceptance(_Section):
     recurrence_rounds: int = Field(
         default=2, ge=1, description="consecutive rounds a confirmed finding recurs to abandon"
     )
+    focus_after_accept: int = Field(
+        default=0,
+        ge=0,
+        description="once a lineage is accepted, only this many others (the furthest along) "
+        "go on at a time (0: all)",
+    )
+    start_lineages: int = Field(
+        default=0,
+        ge=0,
+        description="lineages side by side until a round fails (0: candidates from the start)",
+    )
     best_version: bool = Field(
         default=True, description="revise from and submit each lineage's best version"
     )

@@ -77,6 +77,11 @@ class PolicyConfig:
     cancel_on_blocking: bool = False  # cancel a version's verifications once one fails it
     review_minor_on_pass: bool = True  # review a passing report that has only minor findings
     recurrence_rounds: int = 1  # consecutive rounds a confirmed finding must recur to abandon
+    # Once a lineage is accepted, only this many of the others (the furthest along) take
+    # their next step; the rest wait their turn (0: all go on).
+    focus_after_accept: int = 0
+    # Lineages run side by side until a round fails somewhere (0: ``candidates`` from the start).
+    start_lineages: int = 0
     best_version: bool = False  # revise from and submit each lineage's best version
     # A fresh proof gets a second turn of its generator (check and improve) before verification.
     self_improve: bool = False
@@ -191,7 +196,7 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     decisions: list[Decision] = []
     calls: list[CallPlanned] = []
     cancel: list[str] = []
-    for lineage in sorted(state.lineages.values(), key=lambda ln: ln.index):
+    for lineage in _stepping(state, cfg):
         if lineage.active:
             d, c = _lineage_step(state, lineage, cfg)
             decisions.extend(d)
@@ -207,7 +212,7 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
         return Step(decisions=tuple(decisions), cancel=tuple(cancel))
 
     active = sum(1 for ln in state.lineages.values() if ln.active)
-    open_slots = cfg.candidates - active - len(state.accepted())
+    open_slots = _width(state, cfg) - active - len(state.accepted())
     next_index = len(state.lineages)
     seeded = _seeded(state)
     while open_slots > 0 and next_index < cfg.max_lineages:
@@ -229,6 +234,49 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     if not calls and not state.in_flight():
         return _leave_solve(state, "no lineage can go on", budget=False)
     return Step(calls=tuple(calls))
+
+
+def _width(state: RunState, cfg: PolicyConfig) -> int:
+    """How many lineages, accepted ones included, run side by side: ``candidates``; with
+    ``start_lineages``, that many (and one beyond those accepted) until a round fails
+    somewhere, since a problem whose first proofs all pass needs no more."""
+    if not cfg.start_lineages or cfg.start_lineages >= cfg.candidates:
+        return cfg.candidates
+    failed = any(
+        v.status in ("failed", "unusable")
+        for ln in state.lineages.values()
+        for v in ln.versions.values()
+    )
+    if failed:
+        return cfg.candidates
+    return min(max(cfg.start_lineages, len(state.accepted()) + 1), cfg.candidates)
+
+
+def _stepping(state: RunState, cfg: PolicyConfig) -> list[LineageState]:
+    """The active lineages that take their next step now, in index order: all of them, or,
+    with ``focus_after_accept`` and a lineage accepted, the ones furthest along (the others'
+    calls in flight still finish; they go on when one of these ends)."""
+    active = sorted((ln for ln in state.lineages.values() if ln.active), key=lambda ln: ln.index)
+    if not cfg.focus_after_accept or not state.accepted():
+        return active
+    ranked = sorted(active, key=lambda ln: _progress(state, ln, cfg), reverse=True)
+    chosen = {ln.lineage for ln in ranked[: cfg.focus_after_accept]}
+    return [ln for ln in active if ln.lineage in chosen]
+
+
+def _progress(state: RunState, lineage: LineageState, cfg: PolicyConfig) -> tuple[int, float, int]:
+    """How far along a lineage is: the passes its open version has so far, then its best
+    version's pass rate, then the older lineage."""
+    latest, passes = lineage.latest, 0
+    if latest is not None and latest.status == "open":
+        passes = sum(
+            1
+            for c in verification_calls(state, lineage.lineage, latest.version)
+            if verification_outcome(state, c, cfg) == "pass"
+        )
+    best = best_version(state, lineage, cfg)
+    rate = (pass_rate(state, lineage.lineage, best.version, cfg) or 0.0) if best else 0.0
+    return passes, rate, -lineage.index
 
 
 def _barren_search(state: RunState, cfg: PolicyConfig) -> str:

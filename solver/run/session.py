@@ -119,6 +119,8 @@ def policy_config(
         cancel_on_blocking=acceptance.cancel_on_blocking,
         review_minor_on_pass=acceptance.review_minor_on_pass,
         recurrence_rounds=acceptance.recurrence_rounds,
+        focus_after_accept=acceptance.focus_after_accept,
+        start_lineages=acceptance.start_lineages,
         best_version=acceptance.best_version,
         self_improve=acceptance.self_improve,
         restart_from_pool=acceptance.restart_from_pool,

@@ -4,11 +4,15 @@ ModelClient seam: what each one changes in the calls made and the decisions take
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from solver.errors import InputError
-from solver.records import ProofFacts
+from solver.loop.policy import PolicyConfig, decide
+from solver.loop.state import CallState, LineageState, RunState, VersionState, VersionStatus
+from solver.records import ProofFacts, VerificationFacts
+from solver.roles.facts import Facts, NoFacts
 from solver.testing import RecordedRequest
 from solver.testing.fake_endpoint import Reply
 from tests.loop import scripts
@@ -213,3 +217,92 @@ def test_a_revision_that_talks_about_findings_is_unusable(tmp_path: Path) -> Non
     verified = {c.version for c in state.calls.values() if c.role == "verifier"}
     assert 1 not in verified  # no verifier saw the commentary
     audit_ok(outcome.run_dir)
+
+
+Verdict = Literal["pass", "fail"]
+
+
+def _call(
+    call_id: str, role: str, lineage: str, version: int, facts: Facts | None = None
+) -> CallState:
+    return CallState(
+        call_id=call_id,
+        role=role,
+        variant="default",
+        phase="solve",
+        lineage=lineage,
+        version=version,
+        target=None,
+        evaluation=False,
+        status="completed",
+        parsed_ok=True,
+        facts=facts or NoFacts(),
+    )
+
+
+def _lineage(
+    state: RunState, index: int, status: VersionStatus, verdicts: tuple[Verdict, ...]
+) -> None:
+    """Lineage L<index> with one version in ``status`` and completed verifications."""
+    name = f"L{index}"
+    version = VersionState(name, 0, f"{name}.v0.generate", None, proof_artifact=f"{name}-proof")
+    version.status = status
+    state.lineages[name] = LineageState(name, index, versions={0: version})
+    if status == "accepted":
+        state.lineages[name].accepted_version = 0
+    state.calls[version.producer] = _call(version.producer, "generator", name, 0)
+    for n, verdict in enumerate(verdicts):
+        facts = VerificationFacts(verdict=verdict, findings=())
+        call_id = f"{name}.v0.verify.{n}"
+        state.calls[call_id] = _call(call_id, "verifier", name, 0, facts=facts)
+
+
+def _stepping_lineages(focus: int) -> set[str | None]:
+    state = RunState()
+    _lineage(state, 0, "accepted", ("pass",) * 5)
+    _lineage(state, 1, "failed", ("pass", "fail"))  # best pass rate among the failed: 1/2
+    _lineage(state, 2, "open", ("pass", "pass"))  # its stage passed: furthest along
+    _lineage(state, 3, "failed", ("fail",))
+    cfg = PolicyConfig(candidates=4, verify_stage=2, focus_after_accept=focus)
+    step = decide(state, cfg, elapsed_s=0.0)
+    assert step.calls and not step.decisions
+    return {c.lineage for c in step.calls}
+
+
+def test_after_an_acceptance_only_the_lineages_furthest_along_step() -> None:
+    assert _stepping_lineages(0) == {"L1", "L2", "L3"}
+    assert _stepping_lineages(1) == {"L2"}  # the rest of its round: 3 more verifications
+    assert _stepping_lineages(2) == {"L1", "L2"}  # and the better failed lineage's next proof
+
+
+def test_before_any_acceptance_every_lineage_steps() -> None:
+    state = RunState()
+    _lineage(state, 0, "open", ("pass", "pass"))
+    _lineage(state, 1, "failed", ("fail",))
+    step = decide(state, PolicyConfig(candidates=2, verify_stage=2, focus_after_accept=1), 0.0)
+    assert {c.lineage for c in step.calls} == {"L0", "L1"}
+
+
+def _started(state: RunState, start: int) -> list[str]:
+    cfg = PolicyConfig(candidates=4, verify_stage=2, start_lineages=start)
+    step = decide(state, cfg, elapsed_s=0.0)
+    return sorted(c.call_id for c in step.calls if c.role == "generator")
+
+
+def test_start_lineages_widen_to_the_candidates_once_a_round_fails() -> None:
+    assert _started(RunState(), 0) == [f"L{i}.v0.generate" for i in range(4)]
+    assert _started(RunState(), 2) == ["L0.v0.generate", "L1.v0.generate"]
+    passing = RunState()
+    _lineage(passing, 0, "open", ("pass", "pass"))
+    _lineage(passing, 1, "open", ("pass",))
+    assert _started(passing, 2) == []  # both first proofs still pass: no third lineage
+    failing = RunState()
+    _lineage(failing, 0, "open", ("pass", "pass"))
+    _lineage(failing, 1, "failed", ("fail",))
+    assert _started(failing, 2) == ["L1.v1.generate", "L2.v0.generate", "L3.v0.generate"]
+
+
+def test_one_start_lineage_goes_on_past_an_acceptance() -> None:
+    state = RunState()
+    _lineage(state, 0, "accepted", ("pass",) * 5)
+    assert _started(state, 1) == ["L1.v0.generate"]  # two are needed: the search goes on
