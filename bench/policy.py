@@ -960,7 +960,12 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
 
 # Lab parameters that ``--lab`` may set but the sweep does not move: what-ifs with no
 # calibrated range (docs/bench-policy.md).
-WHAT_IF = {"checker_blind_share": "roles"}
+WHAT_IF = {
+    "checker_blind_share": "roles",
+    "short_answers": "roles",
+    "wrong_answer": "roles",
+    "wrong_answers": "roles",
+}
 
 
 def swept(

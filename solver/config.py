@@ -151,6 +151,11 @@ class Acceptance(_Section):
     recheck_answers: bool = Field(
         default=True, description="accepted proofs with different final answers are re-verified"
     )
+    answers_agree: bool = Field(
+        default=False,
+        description="stop only on accepted_needed accepted proofs stating one final answer; "
+        "the others are then no longer accepted",
+    )
     pairwise_selection: bool = Field(
         default=False, description="choose by pairwise comparisons in both orders (a bracket)"
     )

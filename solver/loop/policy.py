@@ -95,6 +95,9 @@ class PolicyConfig:
     # checker's endpoint (``roles.checker``, another model family); False: verifier calls.
     checks_by_checker: bool = False
     recheck_answers: bool = False  # accepted proofs with different final answers: more rounds
+    # The run stops only on ``accepted_needed`` accepted proofs that state one final answer;
+    # those outvoted are then no longer accepted.
+    answers_agree: bool = False
     pairwise_selection: bool = False  # choose by a bracket of pairwise comparisons
     final_grades: int = 1  # grades of each final proof when none is accepted (median)
     reconcile: Reconcile = "rejudge"
@@ -182,12 +185,15 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     if reason:
         return _leave_solve(state, reason, budget=True, unchecked=_unchecked(state, cfg, disputed))
     done = [ln for ln in state.accepted() if _due_check(state, ln, cfg, disputed) is None]
+    outvoted: tuple[Decision, ...] = ()
+    if cfg.answers_agree:
+        done, outvoted = _agreeing(state, done)
     if len(done) >= cfg.accepted_needed:
         return _leave_solve(
             state,
             f"{len(done)} candidates accepted",
             budget=False,
-            unchecked=_unchecked(state, cfg, disputed),
+            unchecked=outvoted + _unchecked(state, cfg, disputed),
         )
     barren = _barren_search(state, cfg)
     if barren:
@@ -704,6 +710,31 @@ def _disputed(state: RunState) -> set[tuple[str, int]]:
         if key is not None:
             answers[(lineage.lineage, lineage.accepted_version)] = key
     return set(answers) if len(set(answers.values())) > 1 else set()
+
+
+def _agreeing(
+    state: RunState, done: list[LineageState]
+) -> tuple[list[LineageState], tuple[Decision, ...]]:
+    """Of the accepted lineages whose checks are done, the largest group that states one
+    final answer (the earliest accepted among equal groups; proofs stating none form a group
+    of their own), and a decision taking acceptance from each of the others."""
+    groups: dict[str | None, list[LineageState]] = {}
+    for lineage in sorted(done, key=lambda ln: ln.index):
+        assert lineage.accepted_version is not None
+        key = answer_of(state, lineage.versions[lineage.accepted_version])
+        groups.setdefault(key, []).append(lineage)
+    if len(groups) < 2:
+        return done, ()
+    key, agreed = max(groups.items(), key=lambda item: len(item[1]))
+    outvoted = []
+    for other, lineages in groups.items():
+        if other == key:
+            continue
+        for lineage in lineages:
+            assert lineage.accepted_version is not None
+            why = f"its final answer differs from the one {len(agreed)} accepted proofs state"
+            outvoted.append(_unaccepted(lineage, lineage.accepted_version, why))
+    return agreed, tuple(outvoted)
 
 
 def _due_check(

@@ -128,6 +128,7 @@ def policy_config(
         final_verifications=final_round(settings),
         checks_by_checker=checker,
         recheck_answers=acceptance.recheck_answers,
+        answers_agree=acceptance.answers_agree,
         pairwise_selection=acceptance.pairwise_selection,
         final_grades=acceptance.final_grades,
         wall_clock_s=settings.budget.wall_clock_s,

@@ -96,6 +96,14 @@ class RoleParams:
     # problem's times this): 1 as many, below 1 a stronger checker. A what-if, not a
     # calibrated value (docs/bench-policy.md, "A checker of another family").
     checker_blind_share: float = 1.0
+    # Short final answers (a what-if: 0, the proofs state none; 1, every problem asks for
+    # one). A correct proof, or one flawed in a step, states the right answer; a wrong
+    # approach states a wrong one with ``wrong_answer`` (range 0.3 to 1), drawn among
+    # ``wrong_answers`` equally likely values (range 1 to 3; 1: every wrong approach agrees
+    # on the same wrong answer). docs/bench-policy.md, "Final answers".
+    short_answers: float = 0.0
+    wrong_answer: float = 0.65
+    wrong_answers: float = 2.0
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -118,6 +126,7 @@ class Flaw:
     detect: float
     fixable: bool = True  # False: a wrong approach, which only a fresh proof escapes
     detect_other: float = 0.0  # what a checker of another family finds it with
+    answer: str = ""  # a wrong approach's wrong final answer ("": it states the right one)
 
 
 @dataclass(frozen=True)
@@ -145,6 +154,15 @@ class ProofState:
     def wrong_approach(self) -> bool:
         return any(not f.fixable for f in self.flaws)
 
+    @property
+    def answer(self) -> str:
+        """The final answer it states: a wrong approach's wrong one, else the right one."""
+        wrong = [f.answer for f in self.flaws if f.answer]
+        return wrong[0] if wrong else RIGHT_ANSWER
+
+
+RIGHT_ANSWER = "7"  # the lab's short answers are numbers, so answer_key tells them apart
+_WRONG_ANSWERS = ("8", "9", "10")
 
 _TAG = re.compile(r"LAB-PROOF ([0-9a-f]{12})")
 _STEP = "Step {key}: the argument at this point is written out."
@@ -295,8 +313,22 @@ class LabModel:
         hidden = other.chance(self._checker_blind(detect == 0.0))
         detect_other = 0.0 if hidden else self.problem.detect
         return Flaw(
-            key=key, severity=severity, detect=detect, fixable=fixable, detect_other=detect_other
+            key=key,
+            severity=severity,
+            detect=detect,
+            fixable=fixable,
+            detect_other=detect_other,
+            answer="" if fixable else self._wrong_answer(key),
         )
+
+    def _wrong_answer(self, key: str) -> str:
+        """The final answer a wrong approach states, drawn from the flaw's key (so revisions
+        that keep the approach keep its answer): "" for the right one."""
+        draws = _Draws(f"{self.seed}|{self.problem.name}|answer|{key}".encode())
+        if not draws.chance(self.roles.wrong_answer):
+            return ""
+        values = min(max(round(self.roles.wrong_answers), 1), len(_WRONG_ANSWERS))
+        return _WRONG_ANSWERS[draws.pick(values)]
 
     def _checker_blind(self, hidden_from_run: bool) -> float:
         """The chance a flaw is hidden from the checker, given whether it is hidden from the
@@ -327,8 +359,9 @@ class LabModel:
         steps = [_STEP.format(key=f"S{i}") for i in range(3)]
         steps += [_STEP.format(key=f.key) for f in state.flaws]
         body = "\n\n".join([f"LAB-PROOF {state.proof_id}", *steps, "This completes the proof."])
+        answer = state.answer if self.roles.short_answers >= 0.5 else "See the proof."
         return (
-            f"## Proof\n\n{body}\n\n## Final answer\n\nSee the proof.\n\n"
+            f"## Proof\n\n{body}\n\n## Final answer\n\n{answer}\n\n"
             "## Self-assessment\n\nStatus: complete."
         )
 

@@ -302,3 +302,44 @@ def test_a_bad_lab_parameter_is_refused_with_exit_2(
 ) -> None:
     assert policy.main(["--quick", "--lab", flag]) == 2
     assert said in capsys.readouterr().err
+
+
+UNCUT = 10**9  # max_tokens no simulated call reaches
+
+
+def _final_answer(text: str) -> str:
+    return text.split("## Final answer\n\n", 1)[1].split("\n", 1)[0]
+
+
+def test_short_answers_are_right_unless_the_approach_is_wrong_and_survive_revision() -> None:
+    mixed = ProblemParams(
+        "A", p_correct=0.3, p_critical=0.5, detect=1.0, p_hidden=0.0, fix=0.5, p_wrong=0.5
+    )
+    roles = replace(RoleParams(), short_answers=1.0, wrong_answer=0.6, wrong_answers=2)
+    lab = LabModel(mixed, roles, seed=11)
+    stated: dict[str, list[str]] = {"right": [], "wrong": []}
+    for i in range(2000):
+        text = lab(_request(GENERATOR_SYSTEM, f"Problem {i}.", UNCUT)).text
+        (state,) = lab.proofs_in(text)
+        assert _final_answer(text) == state.answer
+        stated["wrong" if state.wrong_approach else "right"].append(state.answer)
+    assert set(stated["right"]) == {"7"}  # correct, or flawed in a step only
+    wrong = stated["wrong"]
+    assert len(wrong) > 500 and set(wrong) == {"7", "8", "9"}
+    assert abs(sum(a != "7" for a in wrong) / len(wrong) - 0.6) < 0.05
+    # a revision keeps the approach, so it keeps the answer
+    wrong_text = next(
+        text
+        for text in (lab(_request(GENERATOR_SYSTEM, f"Other {i}.", UNCUT)).text for i in range(200))
+        if lab.proofs_in(text)[0].answer != "7"
+    )
+    (state,) = lab.proofs_in(wrong_text)
+    user = f"# Proof\n\n{wrong_text}\n\n# Confirmed findings\n\n"
+    revised = lab(_request(REVISER_SYSTEM, user, UNCUT)).text
+    assert _final_answer(revised) == state.answer != "7"
+    # without short answers the proofs state none, as before
+    plain = LabModel(mixed, RoleParams(), seed=11)
+    assert (
+        _final_answer(plain(_request(GENERATOR_SYSTEM, "Problem 0.", UNCUT)).text)
+        == "See the proof."
+    )

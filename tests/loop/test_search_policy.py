@@ -241,7 +241,11 @@ def _call(
 
 
 def _lineage(
-    state: RunState, index: int, status: VersionStatus, verdicts: tuple[Verdict, ...]
+    state: RunState,
+    index: int,
+    status: VersionStatus,
+    verdicts: tuple[Verdict, ...],
+    answer: str | None = None,
 ) -> None:
     """Lineage L<index> with one version in ``status`` and completed verifications."""
     name = f"L{index}"
@@ -250,7 +254,8 @@ def _lineage(
     state.lineages[name] = LineageState(name, index, versions={0: version})
     if status == "accepted":
         state.lineages[name].accepted_version = 0
-    state.calls[version.producer] = _call(version.producer, "generator", name, 0)
+    proof = ProofFacts(has_proof=True, final_answer=answer)
+    state.calls[version.producer] = _call(version.producer, "generator", name, 0, proof)
     for n, verdict in enumerate(verdicts):
         facts = VerificationFacts(verdict=verdict, findings=())
         call_id = f"{name}.v0.verify.{n}"
@@ -306,3 +311,25 @@ def test_one_start_lineage_goes_on_past_an_acceptance() -> None:
     state = RunState()
     _lineage(state, 0, "accepted", ("pass",) * 5)
     assert _started(state, 1) == ["L1.v0.generate"]  # two are needed: the search goes on
+
+
+def _agreed_step(answers: tuple[str, ...]) -> tuple[set[str | None], list[tuple[str, str]]]:
+    """With these accepted proofs' answers: the lineages still called, and the decisions."""
+    state = RunState()
+    for index, answer in enumerate(answers):
+        _lineage(state, index, "accepted", ("pass",) * 5, answer)
+    _lineage(state, len(answers), "failed", ("fail",))
+    cfg = PolicyConfig(candidates=4, verify_stage=2, answers_agree=True, recheck_answers=False)
+    step = decide(state, cfg, elapsed_s=0.0)
+    return {c.lineage for c in step.calls}, [(d.kind, d.lineage or "") for d in step.decisions]
+
+
+def test_with_answers_agree_two_accepted_proofs_of_different_answers_do_not_stop_the_run() -> None:
+    called, decisions = _agreed_step(("7", "8"))
+    assert decisions == [] and called == {"L2", "L3"}  # the search goes on
+    called, decisions = _agreed_step(("7", "8", "7"))
+    # two agree: the run leaves the solve phase, and the outvoted proof is no longer accepted
+    assert ("unaccepted", "L1") in decisions and ("phase", "") in decisions
+    assert not any(lineage in ("L0", "L2") for kind, lineage in decisions if kind == "unaccepted")
+    called, decisions = _agreed_step(("7", "7"))
+    assert decisions == [("phase", "")]
