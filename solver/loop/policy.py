@@ -203,12 +203,11 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     calls: list[CallPlanned] = []
     cancel: list[str] = []
     for lineage in _stepping(state, cfg):
-        if lineage.active:
-            d, c = _lineage_step(state, lineage, cfg)
-            decisions.extend(d)
-            calls.extend(c)
-            if d and cfg.cancel_on_blocking and lineage.latest is not None:
-                cancel.extend(_unneeded_verifications(state, lineage.lineage, lineage.latest))
+        d, c = _lineage_step(state, lineage, cfg)
+        decisions.extend(d)
+        calls.extend(c)
+        if d and cfg.cancel_on_blocking and lineage.latest is not None:
+            cancel.extend(_unneeded_verifications(state, lineage.lineage, lineage.latest))
     for lineage in sorted(state.accepted(), key=lambda ln: ln.index):
         d, c, x = _checks_step(state, lineage, cfg, disputed)
         decisions.extend(d)
@@ -701,15 +700,30 @@ def answer_of(state: RunState, version: VersionState) -> str | None:
     return answer_key(answer) or None
 
 
+def _answer_groups(
+    state: RunState, lineages: list[LineageState]
+) -> dict[str | None, list[LineageState]]:
+    """Accepted lineages by the final answer of their accepted version (None: it states
+    none), each group in index order."""
+    groups: dict[str | None, list[LineageState]] = {}
+    for lineage in sorted(lineages, key=lambda ln: ln.index):
+        key = answer_of(state, lineage.versions[_accepted(lineage)])
+        groups.setdefault(key, []).append(lineage)
+    return groups
+
+
+def _accepted(lineage: LineageState) -> int:
+    """The accepted version of a lineage known to be accepted."""
+    assert lineage.accepted_version is not None
+    return lineage.accepted_version
+
+
 def _disputed(state: RunState) -> set[tuple[str, int]]:
     """The accepted versions with a final answer, when they do not all state the same one."""
-    answers: dict[tuple[str, int], str] = {}
-    for lineage in state.accepted():
-        assert lineage.accepted_version is not None
-        key = answer_of(state, lineage.versions[lineage.accepted_version])
-        if key is not None:
-            answers[(lineage.lineage, lineage.accepted_version)] = key
-    return set(answers) if len(set(answers.values())) > 1 else set()
+    stated = {k: v for k, v in _answer_groups(state, state.accepted()).items() if k is not None}
+    if len(stated) < 2:
+        return set()
+    return {(ln.lineage, _accepted(ln)) for group in stated.values() for ln in group}
 
 
 def _agreeing(
@@ -718,22 +732,17 @@ def _agreeing(
     """Of the accepted lineages whose checks are done, the largest group that states one
     final answer (the earliest accepted among equal groups; proofs stating none form a group
     of their own), and a decision taking acceptance from each of the others."""
-    groups: dict[str | None, list[LineageState]] = {}
-    for lineage in sorted(done, key=lambda ln: ln.index):
-        assert lineage.accepted_version is not None
-        key = answer_of(state, lineage.versions[lineage.accepted_version])
-        groups.setdefault(key, []).append(lineage)
+    groups = _answer_groups(state, done)
     if len(groups) < 2:
         return done, ()
     key, agreed = max(groups.items(), key=lambda item: len(item[1]))
-    outvoted = []
-    for other, lineages in groups.items():
-        if other == key:
-            continue
-        for lineage in lineages:
-            assert lineage.accepted_version is not None
-            why = f"its final answer differs from the one {len(agreed)} accepted proofs state"
-            outvoted.append(_unaccepted(lineage, lineage.accepted_version, why))
+    why = f"its final answer differs from the one {len(agreed)} accepted proofs state"
+    outvoted = [
+        _unaccepted(lineage, _accepted(lineage), why)
+        for other, lineages in groups.items()
+        if other != key
+        for lineage in lineages
+    ]
     return agreed, tuple(outvoted)
 
 
