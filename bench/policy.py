@@ -65,8 +65,10 @@ from solver.testing import (
 )
 from solver.testing.fake_endpoint import Reply
 
-# Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters").
-PROBLEMS: tuple[ProblemParams, ...] = (
+# Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters"). Those
+# that ask for a short final answer are IMO 2025's (all but P2: ../shared/data,
+# dsm-v2-imo2025-inputs.json).
+_SET: tuple[ProblemParams, ...] = (
     ProblemParams(
         "P1", p_correct=0.45, p_critical=0.3, detect=0.75, p_hidden=0.02, fix=0.6, p_wrong=0.15
     ),
@@ -86,6 +88,8 @@ PROBLEMS: tuple[ProblemParams, ...] = (
         "P6", p_correct=0.02, p_critical=0.8, detect=0.5, p_hidden=0.3, fix=0.2, p_wrong=0.6
     ),
 )
+ASK_ANSWERS = frozenset({"P1", "P3", "P4", "P5", "P6"})
+PROBLEMS = tuple(replace(p, asks_answer=p.name in ASK_ANSWERS) for p in _SET)
 
 # Runs are real runs (journal, blobs, fsync each record); on tmpfs the fsyncs cost nothing, so
 # the lab's speed is the loop's, not the disk's.
@@ -114,6 +118,7 @@ BEFORE = {
     "acceptance.recurrence_rounds": 1,
     "acceptance.best_version": False,
     "acceptance.lineages_follow_budget": False,
+    "acceptance.recheck_answers": False,
     "concurrency": 8,
 }
 
@@ -955,6 +960,10 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     "recombine_inherit": ("roles", (0.0, 0.3)),
     # a checker of another family (docs/bench-policy.md, "A checker of another family")
     "blind_spot_correlation": ("roles", (0.0, 0.8)),
+    # final answers and the judges (docs/bench-policy.md, "Parameters")
+    "wrong_answer": ("roles", (0.3, 1.0)),
+    "wrong_answers": ("roles", (1.0, 3.0)),
+    "selector_accuracy": ("roles", (0.5, 0.9)),
 }
 
 
@@ -963,8 +972,8 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
 WHAT_IF = {
     "checker_blind_share": "roles",
     "short_answers": "roles",
-    "wrong_answer": "roles",
-    "wrong_answers": "roles",
+    "answer_problems": "roles",
+    "judges_see_truth": "roles",
 }
 
 

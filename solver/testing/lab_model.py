@@ -18,7 +18,12 @@ states in its real output contract (the formats ``solver.roles`` parses):
   with the fewest confirmed findings, may repair a remaining flaw with an idea from each other
   proof, and may carry over a flaw of another proof (the assumptions are documented in
   docs/bench-policy.md, with ranges);
-- grader: the true score with noise; selector: the best true score with some accuracy;
+- grader and selector (judges of the run's family): each flaw of a proof is seen as a verifier
+  of that family sees it, with its detectability, so a flaw hidden from the verifiers is
+  hidden from the judges too; a proof whose flaws a judge misses reads to it as a 7. The
+  grader gives the score it reads, with noise; the selector picks the best it reads with
+  some accuracy (``judges_see_truth`` 1 restores the earlier lab's judges, which read the
+  true score);
 - a checker of another model family (``family="other"``, the run's ``roles.checker``): a
   verifier with blind spots of its own, the problem's ``p_hidden`` times
   ``checker_blind_share`` of them, correlated with the run's family's by
@@ -64,6 +69,7 @@ class ProblemParams:
     p_wrong: float = 0.0  # a flawed fresh proof is on a wrong approach: no revision fixes it
     partial_score: tuple[int, int] = (1, 5)  # true score range of a flawed proof
     wrong_score: tuple[int, int] = (0, 1)  # true score range of a wrong approach
+    asks_answer: bool = False  # the problem asks for a short final answer, which proofs state
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,13 @@ class RoleParams:
     short_answers: float = 0.0
     wrong_answer: float = 0.65
     wrong_answers: float = 2.0
+    # The proofs of a problem that asks for a short answer (``ProblemParams.asks_answer``)
+    # state one; 0: no proof states one, as in the lab before 2026-12-02.
+    answer_problems: float = 1.0
+    # Judges (grader, selector) read the true score: 1 is the lab before 2026-12-02, a what-if
+    # that flatters every policy that selects among proofs; 0 (the default) they see a flaw
+    # only as the run's verifiers do (docs/bench-policy.md, "Parameters").
+    judges_see_truth: float = 0.0
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -359,11 +372,16 @@ class LabModel:
         steps = [_STEP.format(key=f"S{i}") for i in range(3)]
         steps += [_STEP.format(key=f.key) for f in state.flaws]
         body = "\n\n".join([f"LAB-PROOF {state.proof_id}", *steps, "This completes the proof."])
-        answer = state.answer if self.roles.short_answers >= 0.5 else "See the proof."
+        answer = state.answer if self._states_answer() else "See the proof."
         return (
             f"## Proof\n\n{body}\n\n## Final answer\n\n{answer}\n\n"
             "## Self-assessment\n\nStatus: complete."
         )
+
+    def _states_answer(self) -> bool:
+        if self.roles.short_answers >= 0.5:
+            return True
+        return self.problem.asks_answer and self.roles.answer_problems >= 0.5
 
     def _generate(self, request: RecordedRequest, draws: _Draws) -> str:
         own = self.proofs_in(request.text_of_role("assistant"))
@@ -491,9 +509,17 @@ class LabModel:
             )
         return f"Review.\n\n```json\n{json.dumps({'reviews': reviews})}\n```"
 
+    def _judged(self, proof: ProofState, draws: _Draws) -> int:
+        """The score a judge of the run's family reads: it sees each flaw as that family's
+        verifiers do, and a proof whose flaws it all misses reads as a full proof."""
+        if self.roles.judges_see_truth >= 0.5:
+            return proof.score
+        seen = [draws.chance(flaw.detect) for flaw in proof.flaws]  # one draw a flaw
+        return proof.score if any(seen) else 7
+
     def _grade(self, request: RecordedRequest, draws: _Draws) -> str:
         found = self.proofs_in(request.user_text)
-        score = found[0].score if found else 0
+        score = self._judged(found[0], draws) if found else 0
         if draws.chance(self.roles.grader_noise):
             score += 1 if draws.chance(0.5) else -1
         score = min(max(score, 0), 7)
@@ -504,12 +530,24 @@ class LabModel:
         found = self.proofs_in(request.user_text)
         if not found:
             return "No proofs."
-        if draws.chance(self.roles.selector_accuracy):
-            index = max(range(len(found)), key=lambda i: found[i].score)
+        if self.roles.judges_see_truth >= 0.5:
+            if draws.chance(self.roles.selector_accuracy):
+                index = max(range(len(found)), key=lambda i: found[i].score)
+            else:
+                index = draws.pick(len(found))
         else:
-            index = draws.pick(len(found))
+            index = self._pick_best(found, draws)
         payload = {"choice": chr(ord("A") + index), "reason": "most rigorous"}
         return f"Choice.\n\n```json\n{json.dumps(payload)}\n```"
+
+    def _pick_best(self, found: list[ProofState], draws: _Draws) -> int:
+        """The selector's choice: with its accuracy, the best proof as it reads them (a tie
+        broken at random, since proofs it reads alike give it nothing to go on); else any."""
+        judged = [self._judged(proof, draws) for proof in found]
+        if draws.chance(self.roles.selector_accuracy):
+            best = [i for i, score in enumerate(judged) if score == max(judged)]
+            return best[draws.pick(len(best))]
+        return draws.pick(len(found))
 
 
 # The answer's share of a call's output tokens; the rest is reasoning.

@@ -343,3 +343,72 @@ def test_short_answers_are_right_unless_the_approach_is_wrong_and_survive_revisi
         _final_answer(plain(_request(GENERATOR_SYSTEM, "Problem 0.", UNCUT)).text)
         == "See the proof."
     )
+
+
+GRADER_SYSTEM = "Score the proof from 0 to 7."
+SELECTOR_SYSTEM = "You choose which of several candidate proofs is the most rigorous."
+
+
+def _grade_of(text: str) -> int:
+    return int(json.loads(text.split("```json\n", 1)[1].split("\n```", 1)[0])["score"])
+
+
+def test_judges_miss_what_the_verifiers_miss_unless_told_to_read_the_true_score() -> None:
+    hidden = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=0.5)
+    seen = replace(hidden, name="S", p_hidden=0.0)
+    exact = replace(RoleParams(), grader_noise=0.0)
+    for problem, read in ((hidden, "seven"), (seen, "true")):
+        for roles, truth in ((exact, False), (replace(exact, judges_see_truth=1.0), True)):
+            lab = LabModel(problem, roles, seed=5)
+            for i in range(40):
+                text = lab(_request(GENERATOR_SYSTEM, f"Problem {i}.", UNCUT)).text
+                (state,) = lab.proofs_in(text)
+                grade = _grade_of(lab(_request(GRADER_SYSTEM, f"# Proof\n\n{text}", UNCUT)).text)
+                assert state.score < 7
+                # a flaw every verifier sees, every judge sees; a hidden one only the
+                # earlier lab's all-knowing judge did
+                assert grade == (7 if read == "seven" and not truth else state.score)
+
+
+def test_a_selector_cannot_tell_a_hidden_flaw_from_a_correct_proof() -> None:
+    mixed = ProblemParams("M", p_correct=0.5, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=0.5)
+
+    def correct_chosen(roles: RoleParams) -> float:
+        lab = LabModel(mixed, roles, seed=9)
+        correct = flawed = ""
+        i = 0
+        while not (correct and flawed):
+            text = lab(_request(GENERATOR_SYSTEM, f"Problem {i}.", UNCUT)).text
+            i += 1
+            if lab.proofs_in(text)[0].correct:
+                correct = correct or text
+            else:
+                flawed = flawed or text
+        chosen = 0
+        for trial in range(600):
+            user = f"Trial {trial}.\n\n## Proof A\n\n{correct}\n\n## Proof B\n\n{flawed}"
+            reply = lab(_request(SELECTOR_SYSTEM, user, UNCUT)).text
+            chosen += '"choice": "A"' in reply
+        return chosen / 600
+
+    assert abs(correct_chosen(RoleParams()) - 0.5) < 0.07  # both read as full proofs
+    told = correct_chosen(replace(RoleParams(), judges_see_truth=1.0))
+    assert abs(told - 0.85) < 0.05  # accuracy 0.7, else a coin
+
+
+def test_proofs_state_a_final_answer_where_the_problem_asks_for_one() -> None:
+    asks = ProblemParams("Q", p_correct=1.0, p_critical=0.0, detect=1.0, p_hidden=0.0, fix=1.0)
+    cases = (
+        (replace(asks, asks_answer=True), RoleParams(), "7"),
+        (asks, RoleParams(), "See the proof."),
+        (
+            replace(asks, asks_answer=True),
+            replace(RoleParams(), answer_problems=0.0),
+            "See the proof.",
+        ),
+        (asks, replace(RoleParams(), short_answers=1.0), "7"),
+    )
+    for problem, roles, stated in cases:
+        lab = LabModel(problem, roles, seed=2)
+        assert _final_answer(lab(_request(GENERATOR_SYSTEM, "Problem.", UNCUT)).text) == stated
+    assert {p.name for p in policy.PROBLEMS if p.asks_answer} == {"P1", "P3", "P4", "P5", "P6"}

@@ -532,7 +532,8 @@ def lab_run(
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
     import policy  # type: ignore[import-not-found]  # bench/policy.py: its lab runner
 
-    lab = LabModel(params, RoleParams(), seed)
+    # no stated answers, so that answers_differ below gives each proof its own
+    lab = LabModel(params, replace(RoleParams(), answer_problems=0.0), seed)
     gpu = VirtualGpu(model=GpuModel())
 
     def answers_differ(request: RecordedRequest) -> Reply:
