@@ -119,6 +119,7 @@ BEFORE = {
     "acceptance.best_version": False,
     "acceptance.lineages_follow_budget": False,
     "acceptance.recheck_answers": False,
+    "acceptance.answers_agree": False,
     "concurrency": 8,
 }
 

@@ -152,7 +152,7 @@ class Acceptance(_Section):
         default=True, description="accepted proofs with different final answers are re-verified"
     )
     answers_agree: bool = Field(
-        default=False,
+        default=True,
         description="stop only on accepted_needed accepted proofs stating one final answer; "
         "the others are then no longer accepted",
     )
