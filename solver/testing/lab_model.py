@@ -530,14 +530,10 @@ class LabModel:
         found = self.proofs_in(request.user_text)
         if not found:
             return "No proofs."
-        if self.roles.judges_see_truth >= 0.5:
-            if draws.chance(self.roles.selector_accuracy):
-                index = max(range(len(found)), key=lambda i: found[i].score)
-            else:
-                index = draws.pick(len(found))
-        else:
-            index = self._pick_best(found, draws)
-        payload = {"choice": chr(ord("A") + index), "reason": "most rigorous"}
+        payload = {
+            "choice": chr(ord("A") + self._pick_best(found, draws)),
+            "reason": "most rigorous",
+        }
         return f"Choice.\n\n```json\n{json.dumps(payload)}\n```"
 
     def _pick_best(self, found: list[ProofState], draws: _Draws) -> int:
@@ -546,7 +542,8 @@ class LabModel:
         judged = [self._judged(proof, draws) for proof in found]
         if draws.chance(self.roles.selector_accuracy):
             best = [i for i, score in enumerate(judged) if score == max(judged)]
-            return best[draws.pick(len(best))]
+            # the earlier lab's all-knowing judge took the first of equals, with no draw
+            return best[0] if self.roles.judges_see_truth >= 0.5 else best[draws.pick(len(best))]
         return draws.pick(len(found))
 
 
