@@ -51,7 +51,8 @@ from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
 from solver.run import Seams, read_state, start_run
-from solver.store import RunReader
+from solver.store import RunReader, UnsafeEntry
+from solver.store._fs import read_regular
 from solver.testing import (
     FakeEndpoint,
     GpuModel,
@@ -1125,10 +1126,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="per-session rows as JSON lines")
     parser.add_argument(
+        "--compare",
+        nargs=2,
+        metavar="FILE[:POLICY]",
+        help="compare two --json outputs session by session (the same seeds), then exit",
+    )
+    parser.add_argument(
         "--first-seed", type=int, default=0, help="seeds from this one on (to extend a run)"
     )
     parser.add_argument("--sessions-override", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.compare:
+        return compare(*args.compare)
     if args.quick:
         args.sessions, args.budget, args.audit_every = 2, 1_500_000, 1
     if args.sessions_override:
@@ -1236,6 +1245,96 @@ def main(argv: list[str] | None = None) -> int:
 
 def _flush(line: str) -> None:
     print(line, flush=True)  # a long sweep shows each cell as it is done
+
+
+# A --json output of 60 sessions a problem and several policies is a few MB.
+MAX_ROWS_BYTES = 256 << 20
+
+
+def load_sessions(spec: str) -> list[Session]:
+    """The sessions of a ``--json`` output, ``FILE`` or ``FILE:POLICY`` (its table lines are
+    skipped); ValueError, with what is wrong, for a file that does not hold them."""
+    path, _, policy = spec.partition(":")
+    try:
+        data = read_regular(Path(path), MAX_ROWS_BYTES)
+    except (OSError, UnsafeEntry) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc})") from None
+    sessions: list[Session] = []
+    for number, line in enumerate(data.splitlines(), 1):
+        if not line.startswith(b"{"):
+            continue
+        try:
+            row = json.loads(line)
+            row.pop("checker_decode", None)  # derived (Session.checker_decode)
+            session = Session(**row)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"{path} line {number}: not a session row ({exc})") from None
+        if not policy or session.policy == policy:
+            sessions.append(session)
+    names = {s.policy for s in sessions}
+    if len(names) != 1:
+        found = ", ".join(sorted(names)) or "none"
+        raise ValueError(f"{spec}: wants the rows of one policy (found {found}); use FILE:POLICY")
+    return sessions
+
+
+def paired_difference(a: list[Session], b: list[Session]) -> tuple[float, float, float, int, int]:
+    """Strict total of ``a`` minus ``b`` over the sessions both ran (the same problem and
+    seed), with a 95% bootstrap interval of the per-session differences within each problem;
+    and how many sessions were paired and how many of them differ."""
+    theirs = {(s.problem, s.seed): s for s in b}
+    per_problem: dict[str, list[int]] = {}
+    differ = paired = 0
+    for s in a:
+        other = theirs.get((s.problem, s.seed))
+        if other is None:
+            continue
+        per_problem.setdefault(s.problem, []).append(s.strict - other.strict)
+        paired += 1
+        differ += s.strict != other.strict
+    if not per_problem:
+        return 0.0, 0.0, 0.0, 0, 0
+    mean, low, high = bootstrap(per_problem)
+    return mean, low, high, paired, differ
+
+
+def compare(first: str, second: str) -> int:
+    """Print two ``--json`` runs side by side and ``first`` minus ``second`` paired session by
+    session: how the numbers of docs/bench-policy.md for one setting against another are
+    made. Exit 2 on a file that does not hold one policy's rows."""
+    try:
+        a, b = load_sessions(first), load_sessions(second)
+    except ValueError as exc:
+        print(f"--compare: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{'rows':<40} strict /{7 * len(_by_problem(a, a[0].policy))}  false accepts  dec/correct"
+    )
+    for spec, rows in ((first, a), (second, b)):
+        problems = _by_problem(rows, rows[0].policy)
+        strict = sum(sum(s.strict for s in g) / len(g) for g in problems.values())
+        accepted = sum(s.accepted for s in rows)
+        false = sum(s.false_accepts for s in rows)
+        share = f"{100 * false / accepted:.1f}%" if accepted else "-"
+        per_correct = _decode_per_correct(rows)
+        dec = f"{per_correct / 1e6:.2f}M" if per_correct is not None else "-"
+        print(f"{spec:<40} {strict:9.1f}  {false:>4}/{accepted:<4} {share:>6}  {dec:>10}")
+    mean, low, high, paired, differ = paired_difference(a, b)
+    if not paired:
+        print("no session in both (the same problem and seed): nothing to pair")
+        return 2
+    print(
+        f"paired difference: {mean:+.2f} [{low:+.2f}, {high:+.2f}] over {paired} sessions, "
+        f"{differ} differ"
+    )
+    renamed = [replace(s, policy="first") for s in a] + [replace(s, policy="second") for s in b]
+    ratio = decode_ratio(renamed, "first", "second")
+    if ratio is not None:
+        print(
+            f"decode per accepted correct proof, first over second: {ratio[0]:.3f}x "
+            f"[{ratio[1]:.2f}, {ratio[2]:.2f}]"
+        )
+    return 0
 
 
 def _problems(names: str) -> tuple[ProblemParams, ...] | None:

@@ -412,3 +412,62 @@ def test_proofs_state_a_final_answer_where_the_problem_asks_for_one() -> None:
         lab = LabModel(problem, roles, seed=2)
         assert _final_answer(lab(_request(GENERATOR_SYSTEM, "Problem.", UNCUT)).text) == stated
     assert {p.name for p in policy.PROBLEMS if p.asks_answer} == {"P1", "P3", "P4", "P5", "P6"}
+
+
+def _rows(path: Path, policy: str, strict: list[int], extra: str = "") -> None:
+    rows = [policy_row(policy, f"P{1 + i % 2}", i // 2, s) for i, s in enumerate(strict)]
+    path.write_text("a table line\n" + "".join(json.dumps(r) + "\n" for r in rows) + extra)
+
+
+def policy_row(policy_name: str, problem: str, seed: int, strict: int) -> dict[str, object]:
+    session = policy.Session(
+        policy=policy_name,
+        problem=problem,
+        seed=seed,
+        outcome="solved",
+        strict=strict,
+        partial=strict,
+        accepted=2,
+        false_accepts=0 if strict else 1,
+        decode=1_000_000,
+        prefill=100,
+        cancelled_decode=0,
+        wall_s=1.0,
+        calls=10,
+        audit_ok=None,
+    )
+    row = dict(session.__dict__)
+    row.pop("decisions")
+    row["checker_decode"] = session.checker_decode  # as --json writes it
+    return row
+
+
+def test_compare_pairs_two_json_runs_session_by_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    on, off = tmp_path / "on.jsonl", tmp_path / "off.jsonl"
+    _rows(on, "default+x", [7, 7, 7, 0, 7, 7, 0, 0])
+    _rows(off, "default", [7, 0, 7, 0, 7, 0, 0, 0], extra="trailing text\n")
+    assert policy.main(["--compare", str(on), str(off)]) == 0
+    out = capsys.readouterr().out
+    # P1 sessions: 7,7,7,0 against 7,7,7,0; P2: 7,0,7,0 against 0,0,0,0: +3.5 a problem set
+    assert "paired difference: +3.50" in out and "over 8 sessions, 2 differ" in out
+    # equal decode; correct proofs 2 a solved session, 1 otherwise: 13 against 11
+    assert "first over second: 0.846x" in out
+
+
+def test_compare_refuses_rows_of_several_policies_or_no_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(
+        json.dumps(policy_row("a", "P1", 0, 7)) + "\n" + json.dumps(policy_row("b", "P1", 0, 7))
+    )
+    assert policy.main(["--compare", str(mixed), str(mixed)]) == 2
+    assert "use FILE:POLICY" in capsys.readouterr().err
+    assert policy.main(["--compare", f"{mixed}:a", f"{mixed}:b"]) == 0
+    (tmp_path / "bad.jsonl").write_text("{not json\n")
+    assert policy.main(["--compare", str(tmp_path / "bad.jsonl"), str(mixed)]) == 2
+    assert "line 1: not a session row" in capsys.readouterr().err
+    assert policy.main(["--compare", str(tmp_path / "missing"), str(mixed)]) == 2
+    assert "cannot be read" in capsys.readouterr().err
