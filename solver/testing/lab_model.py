@@ -18,6 +18,9 @@ states in its real output contract (the formats ``solver.roles`` parses):
   with the fewest confirmed findings, may repair a remaining flaw with an idea from each other
   proof, and may carry over a flaw of another proof (the assumptions are documented in
   docs/bench-policy.md, with ranges);
+- the three repairs nobody aimed at (a collateral fix, the self-improvement turn, a borrowed
+  idea) reach a flaw hidden from the run's family only with ``hidden_repair`` times their
+  chance: that family reads the step as sound, as its verifiers do;
 - grader and selector (judges of the run's family): each flaw of a proof is seen as a verifier
   of that family sees it, with its detectability, so a flaw hidden from the verifiers is
   hidden from the judges too; a proof whose flaws a judge misses reads to it as a 7. The
@@ -117,6 +120,12 @@ class RoleParams:
     # that flatters every policy that selects among proofs; 0 (the default) they see a flaw
     # only as the run's verifiers do (docs/bench-policy.md, "Parameters").
     judges_see_truth: float = 0.0
+    # A repair nobody aimed at (a revision's collateral fix, the self-improvement turn, an
+    # idea borrowed in a recombination) reaches a flaw hidden from the run's family with this
+    # share of its chance: the family believes such a step sound, so it does not rework it.
+    # 0 the default; 1 the lab before this parameter, where rewriting fixed a hidden step as
+    # often as any other (range 0 to 1, in the sweep; docs/bench-policy.md, "Parameters").
+    hidden_repair: float = 0.0
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -392,7 +401,11 @@ class LabModel:
     def _improve(self, first: ProofState, draws: _Draws) -> str:
         """The self-improvement turn: the generator checks its own proof, with no findings."""
         rate = self.problem.fix * self.roles.self_fix_factor
-        kept = [flaw for flaw in first.flaws if not (flaw.fixable and draws.chance(rate))]
+        kept = [
+            flaw
+            for flaw in first.flaws
+            if not (flaw.fixable and draws.chance(rate * self._unaimed(flaw)))
+        ]
         if draws.chance(self.roles.revise_new_flaw):
             kept.append(self._flaw(draws, "major"))
         return self._proof_text(self._new_proof(draws, tuple(kept)))
@@ -413,11 +426,13 @@ class LabModel:
         kept: list[Flaw] = []
         for flaw in base.flaws:
             confirmed = f"Step {flaw.key}:" in findings
-            rate = self.problem.fix if confirmed else self.roles.revise_collateral_fix
+            unaimed = self._unaimed(flaw)
+            rate = self.problem.fix if confirmed else self.roles.revise_collateral_fix * unaimed
             # a recombination revises its base proof, so the base's wrong approach stays
             if flaw.fixable and draws.chance(rate):
                 continue
-            if flaw.fixable and any(draws.chance(self.roles.recombine_borrow) for _ in others):
+            borrow = self.roles.recombine_borrow * unaimed
+            if flaw.fixable and any(draws.chance(borrow) for _ in others):
                 continue
             kept.append(flaw)
         for other in others:
@@ -436,13 +451,20 @@ class LabModel:
         for flaw in old.flaws:
             confirmed = f"Step {flaw.key}:" in findings
             fixed = flaw.fixable and draws.chance(
-                self.problem.fix if confirmed else self.roles.revise_collateral_fix
+                self.problem.fix
+                if confirmed
+                else self.roles.revise_collateral_fix * self._unaimed(flaw)
             )
             if not fixed:
                 kept.append(flaw)
         if draws.chance(self.roles.revise_new_flaw):
             kept.append(self._flaw(draws, "major"))
         return self._proof_text(self._new_proof(draws, tuple(kept)))
+
+    def _unaimed(self, flaw: Flaw) -> float:
+        """The share of an unaimed repair's chance that reaches ``flaw``: all of it for a flaw
+        the run's family can see, ``hidden_repair`` for one it cannot."""
+        return 1.0 if flaw.detect > 0.0 else self.roles.hidden_repair
 
     # ------------------------------------------------------------ judging
 

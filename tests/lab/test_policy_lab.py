@@ -287,6 +287,10 @@ def test_decode_is_split_by_policy_key_and_by_what_became_of_each_lineage(
     out = policy.decode_by_fate([s], (chosen,))
     assert out.splitlines()[0].split()[1:] == [*policy.LINEAGE_FATES, "cancelled"]
     assert policy.decode_by_key([s], (chosen,)).splitlines()[1].startswith("default")
+    # a key longer than a column keeps a space before it, so the heading splits into names
+    s.decode_by_key["generator:improve"] = s.decode_by_key["generator"]
+    head = policy.decode_by_key([s], (chosen,)).splitlines()[0].split()
+    assert head[1:] == [*sorted(s.decode_by_key), "cancelled"]
 
 
 @pytest.mark.parametrize(
@@ -471,3 +475,39 @@ def test_compare_refuses_rows_of_several_policies_or_no_rows(
     assert "line 1: not a session row" in capsys.readouterr().err
     assert policy.main(["--compare", str(tmp_path / "missing"), str(mixed)]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def test_repairs_nobody_aimed_at_reach_a_hidden_flaw_only_with_hidden_repair() -> None:
+    hidden = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=1.0)
+    seen = replace(hidden, name="S", p_hidden=0.0)
+    eager = RoleParams(revise_collateral_fix=1.0, self_fix_factor=1.0, revise_new_flaw=0.0)
+
+    def repaired(problem: ProblemParams, roles: RoleParams) -> tuple[bool, bool]:
+        lab = LabModel(problem, roles, seed=4)
+        proof = lab(_request(GENERATOR_SYSTEM, "Problem.", UNCUT)).text
+        # a revision with no confirmed finding: any fix is collateral
+        revised = lab(_request(REVISER_SYSTEM, f"# Proof\n\n{proof}\n\n# Confirmed findings\n\n"))
+        # the self-improvement turn: its own proof in the conversation, then a request
+        body = {
+            "model": "m",
+            "max_tokens": UNCUT,
+            "messages": [
+                {"role": "system", "content": GENERATOR_SYSTEM},
+                {"role": "user", "content": "Problem."},
+                {"role": "assistant", "content": proof},
+                {"role": "user", "content": "Check your solution and improve it."},
+            ],
+        }
+        raw = json.dumps(body).encode()
+        turn = RecordedRequest(
+            api="chat", path="/v1/chat/completions", headers={}, body=raw, json=body
+        )
+        improved = lab(turn)
+        return (
+            lab.proofs_in(revised.text)[0].correct,
+            lab.proofs_in(improved.text)[0].correct,
+        )
+
+    assert repaired(seen, eager) == (True, True)  # a flaw the family sees: every rewrite fixes it
+    assert repaired(hidden, eager) == (False, False)  # one it cannot see: no rewrite aims at it
+    assert repaired(hidden, replace(eager, hidden_repair=1.0)) == (True, True)  # the earlier lab
