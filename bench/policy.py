@@ -971,7 +971,7 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     # a checker of another family (docs/bench-policy.md, "A checker of another family")
     "blind_spot_correlation": ("roles", (0.0, 0.8)),
     # final answers and the judges (docs/bench-policy.md, "Parameters")
-    "wrong_answer": ("roles", (0.3, 1.0)),
+    "wrong_answer": ("roles", (0.1, 1.0)),
     "wrong_answers": ("roles", (1.0, 3.0)),
     "selector_accuracy": ("roles", (0.5, 0.9)),
     # unaimed repairs of a flaw the run's family cannot see (docs/bench-policy.md, "Parameters")
@@ -1174,6 +1174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such problem in {args.problems or args.sweep_problems}", file=sys.stderr)
         return 2
     roles, gpu = RoleParams(), GpuModel()
+    moved: list[str] = []
     for item in args.lab:
         name, sep, value = item.partition("=")
         if not sep or (name not in SWEEP and name not in WHAT_IF):
@@ -1186,7 +1187,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--lab {name} wants a number, not {value!r}", file=sys.stderr)
             return 2
         roles, gpu, problems = swept(name, number, problems, (roles, gpu))
-        print(f"lab parameter {name} = {value} (the others central)")
+        moved.append(f"{name} = {value}")
+    if moved:
+        print(f"lab parameters moved: {', '.join(moved)} (the others central)")
     if args.sweep_only:
         print(sweep_heading(args.sweep_sessions, sweep_problems))
         only = tuple(p for p in args.sweep_params.split(",") if p)

@@ -107,7 +107,7 @@ class RoleParams:
     checker_blind_share: float = 1.0
     # Short final answers (a what-if: 0, the proofs state none; 1, every problem asks for
     # one). A correct proof, or one flawed in a step, states the right answer; a wrong
-    # approach states a wrong one with ``wrong_answer`` (range 0.3 to 1), drawn among
+    # approach states a wrong one with ``wrong_answer`` (range 0.1 to 1), drawn among
     # ``wrong_answers`` equally likely values (range 1 to 3; 1: every wrong approach agrees
     # on the same wrong answer). docs/bench-policy.md, "Final answers".
     short_answers: float = 0.0

@@ -80,6 +80,16 @@ def test_the_quick_setting_prints_the_table(capsys: pytest.CaptureFixture[str]) 
     assert "strict /42" in out and "default" in out
 
 
+def test_lab_parameters_moved_together_are_named_on_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    quick = ["--quick", "--policies", "default", "--sessions-override", "1", "--problems", "P1"]
+    code = policy.main([*quick, "--lab", "false_alarm=0", "--lab", "no_verdict=0"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "lab parameters moved: false_alarm = 0, no_verdict = 0 (the others central)" in out
+
+
 REVISER_SYSTEM = "You are revising a proof of an olympiad problem."
 
 
