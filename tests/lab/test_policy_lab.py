@@ -521,3 +521,31 @@ def test_repairs_nobody_aimed_at_reach_a_hidden_flaw_only_with_hidden_repair() -
     assert repaired(seen, eager) == (True, True)  # a flaw the family sees: every rewrite fixes it
     assert repaired(hidden, eager) == (False, False)  # one it cannot see: no rewrite aims at it
     assert repaired(hidden, replace(eager, hidden_repair=1.0)) == (True, True)  # the earlier lab
+
+
+def test_a_borrowed_idea_reaches_a_hidden_flaw_only_with_hidden_repair() -> None:
+    hidden = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=1.0, fix=1.0)
+    lender = replace(hidden, name="L", p_correct=1.0)
+    borrowing = RoleParams(
+        recombine_borrow=1.0, recombine_inherit=0.0, revise_collateral_fix=0.0, revise_new_flaw=0.0
+    )
+
+    def recombined(roles: RoleParams) -> bool:
+        lab = LabModel(hidden, roles, seed=6)
+        flawed = lab(_request(GENERATOR_SYSTEM, "Problem.", UNCUT)).text
+        # a correct proof to borrow from, written by the same session's model
+        lab.problem = lender
+        correct = lab(_request(GENERATOR_SYSTEM, "Another.", UNCUT)).text
+        lab.problem = hidden
+        assert not lab.proofs_in(flawed)[0].correct and lab.proofs_in(correct)[0].correct
+        # the flawed proof has no confirmed finding, so it is the base; the correct one lends
+        user = (
+            "Problem.\n\n## Attempt 1\n\n" + flawed + "\n\n### Confirmed findings\n\nNone."
+            "\n## Attempt 2\n\n" + correct + "\n\n### Confirmed findings\n\n"
+            "### Finding C1\n\nStep S0: unclear.\n### Finding C2\n\nStep S1: unclear."
+        )
+        system = "You are given several attempted proofs of an olympiad problem."
+        return lab.proofs_in(lab(_request(system, user, UNCUT)).text)[0].correct
+
+    assert not recombined(borrowing)  # the base's step reads as sound to the family
+    assert recombined(replace(borrowing, hidden_repair=1.0))  # the earlier lab repaired it
