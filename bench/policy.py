@@ -51,8 +51,7 @@ from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
 from solver.run import Seams, read_state, start_run
-from solver.store import RunReader, UnsafeEntry
-from solver.store._fs import read_regular
+from solver.store import RunReader, UnsafeEntry, read_regular
 from solver.testing import (
     FakeEndpoint,
     GpuModel,
@@ -609,7 +608,7 @@ def bootstrap(
 ) -> tuple[float, float, float]:
     """Expected total over the set and a 95% interval: resample sessions within each problem."""
     rng = random.Random(seed)
-    mean = sum(sum(v) / len(v) for v in per_problem.values())
+    mean = _total(per_problem)
     totals = []
     for _ in range(draws):
         total = 0.0
@@ -618,6 +617,11 @@ def bootstrap(
         totals.append(total)
     totals.sort()
     return mean, totals[int(0.025 * draws)], totals[int(0.975 * draws) - 1]
+
+
+def _total(per_problem: dict[str, list[int]]) -> float:
+    """The expected total over the set: the sum of each problem's mean."""
+    return sum(sum(v) / len(v) for v in per_problem.values())
 
 
 def _decode_per_correct(rows: list[Session], spent: int | None = None) -> float | None:
@@ -635,9 +639,20 @@ def decode_ratio(
     """Decode per accepted correct proof of ``policy`` over ``baseline``'s, with a 95%
     bootstrap interval (each policy's sessions resampled within each problem, on their own);
     None when either has no accepted correct proof."""
+    return rows_decode_ratio(
+        [s for s in sessions if s.policy == policy],
+        [s for s in sessions if s.policy == baseline],
+        draws,
+        seed,
+    )
 
-    mine = list(_by_problem(sessions, policy).values())
-    theirs = list(_by_problem(sessions, baseline).values())
+
+def rows_decode_ratio(
+    first: list[Session], second: list[Session], draws: int = 2000, seed: int = 0
+) -> tuple[float, float, float] | None:
+    """``decode_ratio`` of two lists of sessions, whatever their policies are named."""
+    mine = list(_problem_groups(first).values())
+    theirs = list(_problem_groups(second).values())
     a = _decode_per_correct([s for group in mine for s in group])
     b = _decode_per_correct([s for group in theirs for s in group])
     if a is None or b is None:
@@ -1033,10 +1048,13 @@ def difference(
 
 
 def _by_problem(sessions: list[Session], policy: str) -> dict[str, list[Session]]:
+    return _problem_groups([s for s in sessions if s.policy == policy])
+
+
+def _problem_groups(sessions: list[Session]) -> dict[str, list[Session]]:
     out: dict[str, list[Session]] = {}
     for s in sessions:
-        if s.policy == policy:
-            out.setdefault(s.problem, []).append(s)
+        out.setdefault(s.problem, []).append(s)
     return out
 
 
@@ -1320,12 +1338,9 @@ def compare(first: str, second: str) -> int:
     except ValueError as exc:
         print(f"--compare: {exc}", file=sys.stderr)
         return 2
-    print(
-        f"{'rows':<40} strict /{7 * len(_by_problem(a, a[0].policy))}  false accepts  dec/correct"
-    )
+    print(f"{'rows':<40} strict /{7 * len(_problem_groups(a))}  false accepts  dec/correct")
     for spec, rows in ((first, a), (second, b)):
-        problems = _by_problem(rows, rows[0].policy)
-        strict = sum(sum(s.strict for s in g) / len(g) for g in problems.values())
+        strict = _total({k: [s.strict for s in g] for k, g in _problem_groups(rows).items()})
         accepted = sum(s.accepted for s in rows)
         false = sum(s.false_accepts for s in rows)
         share = f"{100 * false / accepted:.1f}%" if accepted else "-"
@@ -1340,8 +1355,7 @@ def compare(first: str, second: str) -> int:
         f"paired difference: {mean:+.2f} [{low:+.2f}, {high:+.2f}] over {paired} sessions, "
         f"{differ} differ"
     )
-    renamed = [replace(s, policy="first") for s in a] + [replace(s, policy="second") for s in b]
-    ratio = decode_ratio(renamed, "first", "second")
+    ratio = rows_decode_ratio(a, b)
     if ratio is not None:
         print(
             f"decode per accepted correct proof, first over second: {ratio[0]:.3f}x "

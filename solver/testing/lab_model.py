@@ -425,13 +425,10 @@ class LabModel:
         others = [state for state, _ in shown if state is not base]
         kept: list[Flaw] = []
         for flaw in base.flaws:
-            confirmed = f"Step {flaw.key}:" in findings
-            unaimed = self._unaimed(flaw)
-            rate = self.problem.fix if confirmed else self.roles.revise_collateral_fix * unaimed
             # a recombination revises its base proof, so the base's wrong approach stays
-            if flaw.fixable and draws.chance(rate):
+            if flaw.fixable and draws.chance(self._fix_chance(flaw, findings)):
                 continue
-            borrow = self.roles.recombine_borrow * unaimed
+            borrow = self.roles.recombine_borrow * self._unaimed(flaw)
             if flaw.fixable and any(draws.chance(borrow) for _ in others):
                 continue
             kept.append(flaw)
@@ -449,17 +446,19 @@ class LabModel:
         findings = request.user_text.split("# Confirmed findings", 1)[-1]
         kept: list[Flaw] = []
         for flaw in old.flaws:
-            confirmed = f"Step {flaw.key}:" in findings
-            fixed = flaw.fixable and draws.chance(
-                self.problem.fix
-                if confirmed
-                else self.roles.revise_collateral_fix * self._unaimed(flaw)
-            )
+            fixed = flaw.fixable and draws.chance(self._fix_chance(flaw, findings))
             if not fixed:
                 kept.append(flaw)
         if draws.chance(self.roles.revise_new_flaw):
             kept.append(self._flaw(draws, "major"))
         return self._proof_text(self._new_proof(draws, tuple(kept)))
+
+    def _fix_chance(self, flaw: Flaw, findings: str) -> float:
+        """A revision's chance to fix ``flaw``: the problem's fix rate when ``findings`` (the
+        confirmed ones shown to it) name the flaw, else the chance of a collateral fix."""
+        if f"Step {flaw.key}:" in findings:
+            return self.problem.fix
+        return self.roles.revise_collateral_fix * self._unaimed(flaw)
 
     def _unaimed(self, flaw: Flaw) -> float:
         """The share of an unaimed repair's chance that reaches ``flaw``: all of it for a flaw
