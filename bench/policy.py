@@ -995,8 +995,10 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
 
 
 # Lab parameters that ``--lab`` may set but the sweep does not move: what-ifs with no
-# calibrated range (docs/bench-policy.md).
+# calibrated range, and what a thinking budget costs, which no policy pays without a budget
+# set (``--set roles.<role>.thinking_budget=N``; docs/bench-policy.md).
 WHAT_IF = {
+    "budget_cost": "roles",
     "checker_blind_share": "roles",
     "short_answers": "roles",
     "answer_problems": "roles",

@@ -126,6 +126,14 @@ class RoleParams:
     # 0 the default; 1 the lab before this parameter, where rewriting fixed a hidden step as
     # often as any other (range 0 to 1, in the sweep; docs/bench-policy.md, "Parameters").
     hidden_repair: float = 0.0
+    # What a thinking budget costs: a call whose reasoning the budget cut to a share f of what
+    # it would have used loses each piece of its work with ``budget_cost * (1 - f)``. A
+    # writer's proof gets a further flaw with that chance (a step the cut reasoning did not
+    # finish); a verifier misses each flaw it would have found with it. 0 a budget is free
+    # (the lab before 2026-12-02); 1 a call cut to half its reasoning loses half its work
+    # (range 0 to 1, not measured: docs/bench-policy.md, "Thinking budget"). The other
+    # roles' budgets stay free, so the lab does not measure them.
+    budget_cost: float = 0.5
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -229,6 +237,11 @@ class _Draws:
     def hex(self) -> str:
         return hashlib.sha256(self._key + b"id").hexdigest()[:12]
 
+    def branch(self, name: bytes) -> _Draws:
+        """A stream of its own, from this one's key: draws taken from it leave this one's as
+        they were."""
+        return _Draws(self._key + b"|" + name)
+
 
 class LabModel:
     """A responder (``Callable[[RecordedRequest], Reply]``) for one simulated session."""
@@ -295,6 +308,10 @@ class LabModel:
         finish = "stop"
         budgeted = _thinking_budgeted(request.json, completion, limit)
         if budgeted is not None:
+            answer_tokens = _answer_tokens(completion)
+            # the share of the reasoning the budget cut away
+            cut = 1.0 - (budgeted - answer_tokens) / (completion - answer_tokens)
+            text = self._rushed(request, text, draws.branch(b"budget"), family, cut) or text
             completion = budgeted
         elif limit and completion > limit:
             completion, finish = limit, "length"
@@ -307,6 +324,26 @@ class LabModel:
             usage=(self.prompt_tokens(request), completion),
             chunk_chars=4096,
         )
+
+    def _rushed(
+        self, request: RecordedRequest, text: str, draws: _Draws, family: str, cut: float
+    ) -> str | None:
+        """The answer of a call whose thinking budget cut away the share ``cut`` of its
+        reasoning (``budget_cost``), or None where the cut costs it nothing. Its draws are a
+        branch of the call's own, so a session without a budget is the same draw for draw."""
+        loss = min(max(self.roles.budget_cost * cut, 0.0), 1.0)
+        role = lab_role(request)
+        if loss <= 0.0:
+            return None
+        if role == "verifier":
+            return self._verify(request, draws, family, keep=1.0 - loss)
+        written = self.proofs_in(text)
+        if role not in ("generator", "reviser", "recombiner") or not written:
+            return None
+        if not draws.chance(loss):
+            return None
+        proof = written[0]
+        return self._proof_text(self._new_proof(draws, (*proof.flaws, self._flaw(draws, "major"))))
 
     # ------------------------------------------------------------ proofs
 
@@ -467,14 +504,18 @@ class LabModel:
 
     # ------------------------------------------------------------ judging
 
-    def _verify(self, request: RecordedRequest, draws: _Draws, family: str = "own") -> str:
+    def _verify(
+        self, request: RecordedRequest, draws: _Draws, family: str = "own", keep: float = 1.0
+    ) -> str:
+        """A verifier's report; ``keep`` scales the chance of finding each flaw (a verifier
+        whose thinking budget cut its reasoning short)."""
         found = self.proofs_in(request.user_text)
         if not found:
             return "The text contains no proof."
         proof = found[0]
         findings: list[dict[str, str]] = []
         for flaw in proof.flaws:
-            if draws.chance(flaw.detect if family == "own" else flaw.detect_other):
+            if draws.chance(keep * (flaw.detect if family == "own" else flaw.detect_other)):
                 findings.append(
                     {
                         "id": f"F{len(findings) + 1}",
@@ -572,6 +613,10 @@ class LabModel:
 _ANSWER_SHARE = 0.2
 
 
+def _answer_tokens(completion: int) -> int:
+    return max(int(completion * _ANSWER_SHARE), 1)
+
+
 def _thinking_budgeted(body: dict[str, object], completion: int, limit: int) -> int | None:
     """A thinking budget as SGLang's processor applies it (``custom_params.thinking_budget``):
     reasoning longer than the budget ends there and the answer follows, so a call that would
@@ -579,7 +624,7 @@ def _thinking_budgeted(body: dict[str, object], completion: int, limit: int) -> 
     budget applies, or when even the shortened output passes ``limit`` (then it is cut)."""
     params = body.get("custom_params")
     budget = params.get("thinking_budget") if isinstance(params, dict) else None
-    answer = max(int(completion * _ANSWER_SHARE), 1)
+    answer = _answer_tokens(completion)
     if not isinstance(budget, int) or completion - answer <= budget:
         return None
     total = budget + answer

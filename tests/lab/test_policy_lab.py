@@ -549,3 +549,54 @@ def test_a_borrowed_idea_reaches_a_hidden_flaw_only_with_hidden_repair() -> None
 
     assert not recombined(borrowing)  # the base's step reads as sound to the family
     assert recombined(replace(borrowing, hidden_repair=1.0))  # the earlier lab repaired it
+
+
+def _budgeted(system: str, user: str, budget: int) -> RecordedRequest:
+    body = {
+        "model": "m",
+        "max_tokens": UNCUT,
+        "custom_params": {"thinking_budget": budget},
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+    }
+    raw = json.dumps(body).encode()
+    return RecordedRequest(api="chat", path="/v1/chat/completions", headers={}, body=raw, json=body)
+
+
+def test_a_thinking_budget_costs_work_in_proportion_to_the_reasoning_it_cuts() -> None:
+    """A budget that cuts a writer's reasoning adds flaws to its proofs and makes a verifier
+    miss flaws, in proportion to ``budget_cost`` and the share cut; with no cost, or a budget
+    the call never reaches, the answers are the unbudgeted ones draw for draw."""
+    correct = ProblemParams("C", p_correct=1.0, p_critical=1.0, detect=1.0, p_hidden=0.0, fix=1.0)
+    flawed = replace(correct, name="F", p_correct=0.0)
+    quiet = RoleParams(false_alarm=0.0, minor_rate=0.0, no_verdict=0.0)
+
+    def flawed_share(roles: RoleParams, budget: int, seeds: int = 200) -> float:
+        lab = LabModel(correct, roles, seed=0)
+        made = [lab(_budgeted(GENERATOR_SYSTEM, f"Problem {i}.", budget)) for i in range(seeds)]
+        return sum(not lab.proofs_in(r.text)[0].correct for r in made) / seeds
+
+    def missed_share(roles: RoleParams, budget: int, seeds: int = 200) -> float:
+        lab = LabModel(flawed, roles, seed=0)
+        missed = 0
+        for i in range(seeds):
+            proof = lab(_request(GENERATOR_SYSTEM, f"Problem {i}.", UNCUT)).text
+            report = lab(_budgeted(VERIFIER_SYSTEM, f"# Proof\n\n{proof}", budget)).text
+            missed += '"verdict": "pass"' in report
+        return missed / seeds
+
+    free = replace(quiet, budget_cost=0.0)
+    dear = replace(quiet, budget_cost=1.0)
+    assert flawed_share(free, 100) == 0.0 and missed_share(free, 100) == 0.0
+    # a budget of 100 tokens cuts nearly all of a 30k-token reasoning: nearly every call loses
+    assert flawed_share(dear, 100) > 0.9 and missed_share(dear, 100) > 0.9
+    # about half of a median reasoning cut (12k of 24k): well under every call losing
+    assert 0.2 < flawed_share(dear, 12_000) < 0.65
+    # half the cost, about half the loss
+    assert 0.3 < flawed_share(replace(quiet, budget_cost=0.5), 100) < 0.7
+    # a budget no call reaches costs nothing: the same reply as where budgets are free
+    far = _budgeted(GENERATOR_SYSTEM, "Problem.", 10**7)
+    dear_reply, free_reply = (
+        LabModel(correct, dear, seed=2)(far),
+        LabModel(correct, free, seed=2)(far),
+    )
+    assert (dear_reply.text, dear_reply.usage) == (free_reply.text, free_reply.usage)
