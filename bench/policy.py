@@ -47,6 +47,7 @@ from solver.llm import (
     encode_request,
 )
 from solver.llm.codec import PATHS
+from solver.llm.sampling import one_sampling_knob
 from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
@@ -313,6 +314,8 @@ class _PacedHttpClient(ModelClient):
 
     async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
         effective, _cap = await self._capped(request, observer)
+        # the body the base class will send, thinking budget and sampling knobs included
+        effective = self._thinking(one_sampling_knob(self.endpoint.api, effective))
         body = encode_request(self.endpoint.api, effective)
         api = self.endpoint.api
         recorded = RecordedRequest(
@@ -392,8 +395,13 @@ def run_session(
     path = problem_file(root, params)
     prepared = _Prepared(lab)
     checking = _Prepared(lab.family("other"))
-    fake = FakeEndpoint(prepared) if http else None
-    fake_checker = FakeEndpoint(checking) if http else None
+    # A policy with a thinking budget meets the model as the serve recipes start it, SGLang
+    # with the processor flag on, so its budgets are sent; one without meets the probe's
+    # usual bytes.
+    budgeted = any(key.endswith(".thinking_budget") for key in policy.flags)
+    served_by = "sglang" if budgeted else "fake"
+    fake = FakeEndpoint(prepared, owned_by=served_by) if http else None
+    fake_checker = FakeEndpoint(checking, owned_by=served_by) if http else None
     with contextlib.ExitStack() as stack:
         port, checker_port = 9, 10
         if fake is not None and fake_checker is not None:
@@ -421,7 +429,9 @@ def run_session(
                     on_connect=on_connect,
                 )
             responder = lab.family("other") if other else lab
-            return ScriptedClient(endpoint, responder, on_connect=on_connect, pace=gpu)
+            return ScriptedClient(
+                endpoint, responder, on_connect=on_connect, pace=gpu, thinking_budget=budgeted
+            )
 
         run_dir = solve_in_lab(
             path, resolved, client, gpu, ["lab", policy.name, params.name, str(seed)]

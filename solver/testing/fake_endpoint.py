@@ -41,7 +41,8 @@ API::
 
     class FakeEndpoint:   # context manager
         def __init__(self, responder: Responder | list[Reply], *, served_model="glm-fake",
-                     context_length: int | None = 131072, port: int = 0)
+                     context_length: int | None = 131072, port: int = 0,
+                     owned_by: str = "fake")
         url: str                       # "http://127.0.0.1:PORT"
         requests: list[RecordedRequest]
         errors: list[str]              # unexpected requests (script exhausted, bad JSON)
@@ -185,7 +186,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path in ("/health", "/ready"):
             self._send_json(200, {"status": "ok"})
         elif path == "/v1/models":
-            model: dict[str, Any] = {"id": fake.served_model, "object": "model", "owned_by": "fake"}
+            model: dict[str, Any] = {
+                "id": fake.served_model,
+                "object": "model",
+                "owned_by": fake.owned_by,
+            }
             if fake.context_length is not None:
                 model["max_model_len"] = fake.context_length
             self._send_json(200, {"object": "list", "data": [model]})
@@ -331,8 +336,12 @@ class FakeEndpoint:
         served_model: str = "glm-fake",
         context_length: int | None = 131072,
         port: int = 0,
+        owned_by: str = "fake",
     ) -> None:
+        """``owned_by``: what the models list names as the server ("sglang": a client then
+        sends a thinking budget in SGLang's fields, which the responder may honour)."""
         self.served_model = served_model
+        self.owned_by = owned_by
         self.context_length = context_length
         self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []

@@ -73,6 +73,35 @@ def test_a_lab_session_audits_and_replays_over_http(tmp_path: Path, policy_name:
     assert seam.calls > 5 and seam.wall_s > 0
 
 
+def test_a_thinking_budget_is_sent_and_costs_the_same_in_process_and_over_http(
+    tmp_path: Path,
+) -> None:
+    """A policy with a thinking budget meets the lab as SGLang with the processor on: the
+    budget reaches the model both ways (the session differs from the unbudgeted one) and the
+    two transports still agree call for call."""
+    default = next(p for p in policy.POLICIES if p.name == "default")
+    budgeted = replace(
+        default,
+        name="default+budget",
+        flags={**default.flags, "roles.generator.thinking_budget": 2000},
+    )
+    params, roles, gpu = policy.PROBLEMS[0], RoleParams(budget_cost=1.0), policy.GpuModel()
+    runs = {}
+    for name, chosen, http in (
+        ("plain", default, False),
+        ("seam", budgeted, False),
+        ("wire", budgeted, True),
+    ):
+        (tmp_path / name).mkdir()
+        runs[name] = policy.run_session(
+            tmp_path / name, chosen, params, roles, gpu, 0, 600_000, http=http
+        )
+    seam, wire = runs["seam"], runs["wire"]
+    assert seam.audit_ok and wire.audit_ok
+    assert seam.decisions == wire.decisions and seam.decode == wire.decode
+    assert seam.decode != runs["plain"].decode  # the budget shortened the generators' calls
+
+
 def test_the_quick_setting_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     code = policy.main(["--quick", "--policies", "default", "--sessions-override", "1"])
     out = capsys.readouterr().out
