@@ -268,6 +268,8 @@ class ModelClient:
                         raise
                     recapped = True
                     effective, cap = fixed
+                    # a budget sent stays inside the lower cap, so the answer still fits
+                    effective = with_thinking_budget(effective)
                     exc.retryable = True
                     raise
                 except (HTTPStatusError, StreamProtocolError) as exc:

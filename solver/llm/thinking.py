@@ -26,8 +26,10 @@ from solver.llm.events import Api, Request
 from solver.llm.types import ServerInfo
 
 __all__ = [
+    "ANSWER_ROOM",
     "PROCESSOR_BASE",
     "ThinkTokens",
+    "fitted_budget",
     "processor_string",
     "refusal_names_processor",
     "think_tokens_for",
@@ -39,6 +41,11 @@ __all__ = [
 # (module, class) of SGLang's base processor: python/sglang/srt/sampling/custom_logit_processor.py
 PROCESSOR_BASE = ("sglang.srt.sampling.custom_logit_processor", "ThinkingBudgetLogitProcessor")
 _FIELDS = ("custom_logit_processor", "custom_params")
+
+# Output tokens a budget leaves for the answer after the forced ``</think>``: a budget that
+# reaches past ``max_tokens`` minus this would end the call mid-answer, cut as if it had none
+# (a visible proof runs to some 3,500 tokens; docs/roles.md, "Sampling and thinking budget").
+ANSWER_ROOM = 8192
 
 
 class ThinkTokens(NamedTuple):
@@ -101,18 +108,25 @@ def processor_string(tokens: ThinkTokens) -> str:
     return json.dumps({"callable": program.hex()})
 
 
+def fitted_budget(budget: int, max_tokens: int) -> int:
+    """``budget``, lowered where it would not leave the answer its room under ``max_tokens``
+    (the smaller of :data:`ANSWER_ROOM` and half the cap)."""
+    return max(min(budget, max(max_tokens - ANSWER_ROOM, max_tokens // 2)), 1)
+
+
 def with_thinking_budget(request: Request) -> Request:
     """``request`` with its budget in SGLang's Chat fields (in ``extra``, so they are
-    recorded with the request and re-produced from the record)."""
-    budget = request.thinking_budget
-    if budget is None:
+    recorded with the request and re-produced from the record), fitted to its
+    ``max_tokens``: a call capped to what the context leaves still ends with an answer."""
+    if request.thinking_budget is None:
         return request
+    budget = fitted_budget(request.thinking_budget, request.max_tokens)
     fields: dict[str, Any] = {
         "custom_logit_processor": processor_string(think_tokens_for(request.model)),
         "custom_params": {"thinking_budget": budget},
     }
     kept = tuple((k, v) for k, v in request.extra if k not in fields)
-    return replace(request, extra=kept + tuple(fields.items()))
+    return replace(request, thinking_budget=budget, extra=kept + tuple(fields.items()))
 
 
 def without_thinking_budget(request: Request) -> Request:

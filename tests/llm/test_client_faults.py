@@ -225,6 +225,22 @@ def test_context_length_error_with_prompt_size_recaps_once() -> None:
     assert fake.requests[1].json["max_tokens"] == 3096
 
 
+def test_a_recap_fits_the_thinking_budget_to_the_lower_cap() -> None:
+    message = (
+        "Requested token count exceeds the model's maximum context length of 4096 "
+        "tokens. You requested a total of 5000 tokens: 1000 tokens from the input "
+        "messages and 4000 tokens for the completion."
+    )
+    replies = [Reply(fault=Fault(status=400, message=message)), ANSWER]
+    with FakeEndpoint(replies, context_length=4096, owned_by="sglang") as fake:
+        _, rec = run(fake, req=request(max_tokens=4000, thinking_budget=3900))
+        fake.assert_consumed()
+    # half of each cap stays for the answer (a cap below ANSWER_ROOM)
+    first, second = (r.json["custom_params"]["thinking_budget"] for r in fake.requests)
+    assert (first, second) == (2000, 1548)
+    assert rec.starts[1].request.thinking_budget == 1548
+
+
 def test_max_tokens_capped_by_served_context() -> None:
     with FakeEndpoint([ANSWER], context_length=2048) as fake:
         _, rec = run(fake, req=request(max_tokens=100_000))

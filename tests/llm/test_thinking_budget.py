@@ -27,7 +27,9 @@ from solver.llm import (
     request_params,
 )
 from solver.llm.thinking import (
+    ANSWER_ROOM,
     PROCESSOR_BASE,
+    fitted_budget,
     processor_string,
     think_tokens_for,
     thinking_budget_blocker,
@@ -93,7 +95,7 @@ def _request(**kw: Any) -> Request:
 
 
 def test_budget_fields_are_in_the_body_and_reproduced_from_the_record() -> None:
-    request = with_thinking_budget(_request(thinking_budget=4000))
+    request = with_thinking_budget(_request(thinking_budget=4000, max_tokens=64_000))
     body = orjson.loads(encode_request("chat", request))
     assert body["custom_params"] == {"thinking_budget": 4000}
     assert json.loads(body["custom_logit_processor"])["callable"]
@@ -176,6 +178,26 @@ def test_with_a_budget_a_long_reasoning_ends_with_an_answer() -> None:
     ]
     assert sent["custom_params"] == {"thinking_budget": 10}
     assert "custom_logit_processor" in sent
+
+
+def test_a_budget_is_fitted_to_the_cap_so_the_answer_still_has_room() -> None:
+    """A budget past what the call's cap leaves for the answer is lowered (to the cap less
+    ANSWER_ROOM, at most half the cap): a call capped to the served context still ends with
+    an answer, and the journal records the budget that was sent."""
+    assert fitted_budget(4000, 256_000) == 4000  # room to spare: as configured
+    assert fitted_budget(200_000, 131_072) == 131_072 - ANSWER_ROOM
+    assert fitted_budget(4000, 100) == 50  # a small cap keeps half for the answer
+    # a served context of 72 tokens caps the call near 60; 100 tokens of reasoning would
+    # run past it, and a budget of 1000 would never be reached
+    with FakeSGLang(rate=10_000, tokens=4, reasoning_tokens=100, context_length=72) as fake:
+        (done,), recorder = _complete(
+            fake, _request(model="glm-fake", max_tokens=256_000, thinking_budget=1000)
+        )
+        sent = fake.bodies[-1]
+    cap = sent["max_tokens"]
+    assert cap < 100 and sent["custom_params"] == {"thinking_budget": cap // 2}
+    assert done.finish_reason == "stop" and done.text.split()[-1] == "t" + str(cap // 2 + 3)
+    assert recorder.starts[0].request.thinking_budget == cap // 2
 
 
 def test_sglang_without_the_flag_gets_no_budget_per_its_server_info() -> None:
