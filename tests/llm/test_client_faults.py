@@ -210,13 +210,16 @@ def test_context_length_error_is_not_retried_blindly() -> None:
         fake.assert_consumed()
 
 
+# A context-length error that says the prompt's size, which the client recaps from
+PROMPT_TOO_LONG = (
+    "Requested token count exceeds the model's maximum context length of 4096 "
+    "tokens. You requested a total of 5000 tokens: 1000 tokens from the input "
+    "messages and 4000 tokens for the completion."
+)
+
+
 def test_context_length_error_with_prompt_size_recaps_once() -> None:
-    message = (
-        "Requested token count exceeds the model's maximum context length of 4096 "
-        "tokens. You requested a total of 5000 tokens: 1000 tokens from the input "
-        "messages and 4000 tokens for the completion."
-    )
-    replies = [Reply(fault=Fault(status=400, message=message)), ANSWER]
+    replies = [Reply(fault=Fault(status=400, message=PROMPT_TOO_LONG)), ANSWER]
     with FakeEndpoint(replies, context_length=4096) as fake:
         completion, rec = run(fake, req=request(max_tokens=4000))
         fake.assert_consumed()
@@ -226,12 +229,7 @@ def test_context_length_error_with_prompt_size_recaps_once() -> None:
 
 
 def test_a_recap_fits_the_thinking_budget_to_the_lower_cap() -> None:
-    message = (
-        "Requested token count exceeds the model's maximum context length of 4096 "
-        "tokens. You requested a total of 5000 tokens: 1000 tokens from the input "
-        "messages and 4000 tokens for the completion."
-    )
-    replies = [Reply(fault=Fault(status=400, message=message)), ANSWER]
+    replies = [Reply(fault=Fault(status=400, message=PROMPT_TOO_LONG)), ANSWER]
     with FakeEndpoint(replies, context_length=4096, owned_by="sglang") as fake:
         _, rec = run(fake, req=request(max_tokens=4000, thinking_budget=3900))
         fake.assert_consumed()
