@@ -53,6 +53,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import orjson
+
 from solver.testing.fake_endpoint import RecordedRequest, Reply
 from solver.testing.roles import role_of
 
@@ -291,7 +293,7 @@ class LabModel:
     def __call__(self, request: RecordedRequest, family: str = "own") -> Reply:
         role = lab_role(request)
         # another family's draws are its own, and counted apart ("verifier@other")
-        draws = self._draws(role if family == "own" else f"{role}@{family}", request.body)
+        draws = self._draws(role if family == "own" else f"{role}@{family}", _draw_key(request))
         answer = {
             "generator": self._generate,
             "reviser": self._revise,
@@ -611,6 +613,21 @@ class LabModel:
 
 # The answer's share of a call's output tokens; the rest is reasoning.
 _ANSWER_SHARE = 0.2
+
+
+# The request fields of a thinking budget (SGLang's processor and its parameters).
+_BUDGET_FIELDS = ("custom_logit_processor", "custom_params")
+
+
+def _draw_key(request: RecordedRequest) -> bytes:
+    """What a call's draws hang off: its body, less the fields of a thinking budget, so a
+    budgeted call draws as the same call without one (common random numbers: a budget that
+    is never reached changes nothing, and one that is changes only what it cuts)."""
+    if not any(name in request.json for name in _BUDGET_FIELDS):
+        return request.body
+    kept = {k: v for k, v in request.json.items() if k not in _BUDGET_FIELDS}
+    # the client's encoding (orjson, keys sorted), so the key is the unbudgeted body's bytes
+    return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)
 
 
 def _answer_tokens(completion: int) -> int:

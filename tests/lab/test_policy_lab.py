@@ -11,6 +11,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import orjson
 import pytest
 
 from solver.testing import LabModel, ProblemParams, RecordedRequest, RoleParams
@@ -580,15 +581,20 @@ def test_a_borrowed_idea_reaches_a_hidden_flaw_only_with_hidden_repair() -> None
     assert recombined(replace(borrowing, hidden_repair=1.0))  # the earlier lab repaired it
 
 
-def _budgeted(system: str, user: str, budget: int) -> RecordedRequest:
-    body = {
+def _encoded(system: str, user: str, budget: int | None = None) -> RecordedRequest:
+    """A request as the client encodes it (orjson, keys sorted), with a thinking budget in
+    SGLang's field where one is given."""
+    body: dict[str, object] = {
         "model": "m",
         "max_tokens": UNCUT,
-        "custom_params": {"thinking_budget": budget},
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
     }
-    raw = json.dumps(body).encode()
-    return RecordedRequest(api="chat", path="/v1/chat/completions", headers={}, body=raw, json=body)
+    if budget is not None:
+        body["custom_params"] = {"thinking_budget": budget}
+    raw = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+    return RecordedRequest(
+        api="chat", path="/v1/chat/completions", headers={}, body=raw, json=json.loads(raw)
+    )
 
 
 def test_a_thinking_budget_costs_work_in_proportion_to_the_reasoning_it_cuts() -> None:
@@ -601,7 +607,7 @@ def test_a_thinking_budget_costs_work_in_proportion_to_the_reasoning_it_cuts() -
 
     def flawed_share(roles: RoleParams, budget: int, seeds: int = 200) -> float:
         lab = LabModel(correct, roles, seed=0)
-        made = [lab(_budgeted(GENERATOR_SYSTEM, f"Problem {i}.", budget)) for i in range(seeds)]
+        made = [lab(_encoded(GENERATOR_SYSTEM, f"Problem {i}.", budget)) for i in range(seeds)]
         return sum(not lab.proofs_in(r.text)[0].correct for r in made) / seeds
 
     def missed_share(roles: RoleParams, budget: int, seeds: int = 200) -> float:
@@ -609,7 +615,7 @@ def test_a_thinking_budget_costs_work_in_proportion_to_the_reasoning_it_cuts() -
         missed = 0
         for i in range(seeds):
             proof = lab(_request(GENERATOR_SYSTEM, f"Problem {i}.", UNCUT)).text
-            report = lab(_budgeted(VERIFIER_SYSTEM, f"# Proof\n\n{proof}", budget)).text
+            report = lab(_encoded(VERIFIER_SYSTEM, f"# Proof\n\n{proof}", budget)).text
             missed += '"verdict": "pass"' in report
         return missed / seeds
 
@@ -622,10 +628,12 @@ def test_a_thinking_budget_costs_work_in_proportion_to_the_reasoning_it_cuts() -
     assert 0.2 < flawed_share(dear, 12_000) < 0.65
     # half the cost, about half the loss
     assert 0.3 < flawed_share(replace(quiet, budget_cost=0.5), 100) < 0.7
-    # a budget no call reaches costs nothing: the same reply as where budgets are free
-    far = _budgeted(GENERATOR_SYSTEM, "Problem.", 10**7)
-    dear_reply, free_reply = (
-        LabModel(correct, dear, seed=2)(far),
-        LabModel(correct, free, seed=2)(far),
-    )
-    assert (dear_reply.text, dear_reply.usage) == (free_reply.text, free_reply.usage)
+    # a budgeted call draws as the same call without a budget: one it never reaches changes
+    # nothing, and one it reaches changes only the tokens (and, at a cost, the work) it cuts
+    unbudgeted = _encoded(GENERATOR_SYSTEM, "Problem.")
+    plain = LabModel(correct, dear, seed=2)(unbudgeted)
+    far = LabModel(correct, dear, seed=2)(_encoded(GENERATOR_SYSTEM, "Problem.", 10**7))
+    assert (far.text, far.usage) == (plain.text, plain.usage)
+    near = LabModel(correct, free, seed=2)(_encoded(GENERATOR_SYSTEM, "Problem.", 100))
+    assert near.text == plain.text and near.usage is not None and plain.usage is not None
+    assert near.usage[1] < plain.usage[1]
