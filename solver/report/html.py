@@ -299,12 +299,14 @@ def _roles_table(report: RunReport) -> str:
     rows = "".join(
         f"<tr><td>{_role(r.role)}</td><td class=n>{r.calls}</td><td class=n>{r.input_tokens}</td>"
         f"<td class=n>{r.output_tokens}</td><td class=n>{r.reasoning_tokens}</td>"
+        f"<td class=n>{r.median_output}, {r.max_output}</td><td class=n>{r.cut}</td>"
         f'<td class=n>{_e(format_seconds(r.seconds))}</td><td><span class=bar style="width:'
         f'{200 * r.tokens / most:.0f}px"></span></td></tr>'
         for r in report.roles
     )
     return (
         "<table><tr><th>role</th><th>calls</th><th>input</th><th>output</th><th>reasoning</th>"
+        "<th>output a call: median, max</th><th>cut at limit</th>"
         f"<th>call time</th><th>tokens</th></tr>{rows}</table>"
     )
 

@@ -406,9 +406,17 @@ def _role_totals(calls: list[CallView]) -> tuple[RoleTotals, ...]:
             output_tokens=sum(c.output_tokens for c in group),
             reasoning_tokens=sum(c.reasoning_tokens for c in group),
             seconds=sum(c.seconds or 0.0 for c in group),
+            median_output=_lower_median([c.output_tokens for c in group if c.ended_t]),
+            max_output=max((c.output_tokens for c in group if c.ended_t), default=0),
+            cut=sum(c.truncated for c in group),
         )
         for role, group in sorted(roles.items())
     )
+
+
+def _lower_median(values: list[int]) -> int:
+    """The lower median (an output some call really had), 0 for none."""
+    return sorted(values)[(len(values) - 1) // 2] if values else 0
 
 
 __all__ = [

@@ -140,13 +140,15 @@ def render_markdown(report: RunReport, search: SearchView | None = None) -> str:
 
     out += ["## Tokens and time per role", ""]
     out += [
-        "| role | calls | input | output | reasoning | call time |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| role | calls | input | output | reasoning | output a call: median, max | cut at limit "
+        "| call time |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report.roles:
         out.append(
             f"| {r.role} | {r.calls} | {r.input_tokens} | {r.output_tokens} | "
-            f"{r.reasoning_tokens} | {format_seconds(r.seconds)} |"
+            f"{r.reasoning_tokens} | {r.median_output}, {r.max_output} | {r.cut} | "
+            f"{format_seconds(r.seconds)} |"
         )
     out += [""]
 

@@ -130,6 +130,11 @@ class RoleTotals:
     output_tokens: int
     reasoning_tokens: int
     seconds: float  # summed wall time of its ended calls
+    # The spread of one call's output (its median and largest, over calls that ended) and
+    # the calls cut at their token limit: what a role's thinking budget is chosen from.
+    median_output: int = 0
+    max_output: int = 0
+    cut: int = 0
 
     @property
     def tokens(self) -> int:

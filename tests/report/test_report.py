@@ -16,8 +16,11 @@ from click.testing import CliRunner
 from solver.cli.report import report
 from solver.report import load_report, render_html, tex_to_html
 from solver.store import RunStore
-from tests.report.conftest import cut_journal
-from tests.report.responders import GOOD_PROOF
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Reply
+from solver.testing.roles import role_of
+from tests.report.conftest import cut_journal, solve
+from tests.report.responders import GOOD_PROOF, olympiad
 
 
 def journal(run_dir: Path) -> list[dict[str, object]]:
@@ -207,3 +210,40 @@ def test_html_in_headless_chromium_shows_proof_and_lineage(
     nodes = re.findall(r'data-lineage="(L\d)" data-version="(\d)"', dom)
     assert sorted(set(nodes)) == [("L0", "0"), ("L0", "1"), ("L1", "0"), ("L1", "1")]
     assert dom.count('class="node lineage-node"') >= 16  # every verify, review and grade call
+
+
+def test_the_roles_table_gives_each_roles_output_spread_and_calls_cut_at_their_limit(
+    tmp_path: Path,
+) -> None:
+    """Per role: the lower median and the largest output of a call, and how many calls were
+    cut at their token limit, as the journal's completed calls have them (what a role's
+    thinking budget is chosen from)."""
+
+    def cut_grades(request: RecordedRequest) -> Reply:
+        reply = olympiad(request)
+        if role_of(request) == "grader":  # the in-loop grades run out of tokens
+            return replace(reply, finish_reason="length")
+        return reply
+
+    with FakeEndpoint(cut_grades) as endpoint:
+        run_dir = tmp_path / "cut"
+        solve(endpoint, run_dir)
+    outputs: dict[str, list[int]] = {}
+    cut: dict[str, int] = {}
+    for record in journal(run_dir):
+        if record["type"] == "call.completed":
+            data = record["data"]
+            assert isinstance(data, dict)
+            outputs.setdefault(data["role"], []).append(data["usage"]["output_tokens"])
+            cut[data["role"]] = cut.get(data["role"], 0) + bool(data["truncated"])
+    result = CliRunner().invoke(report, [str(run_dir), "--json"])
+    roles = {r["role"]: r for r in json.loads(result.output)["roles"]}
+    assert cut.get("grader", 0) >= 1 and cut.get("verifier", 0) == 0
+    for role, spent in outputs.items():
+        ordered = sorted(spent)
+        assert roles[role]["median_output"] == ordered[(len(ordered) - 1) // 2]
+        assert roles[role]["max_output"] == ordered[-1]
+        assert roles[role]["cut"] == cut[role]
+    markdown = CliRunner().invoke(report, [str(run_dir)]).output
+    grader = roles["grader"]
+    assert f"| {grader['median_output']}, {grader['max_output']} | {grader['cut']} |" in markdown
