@@ -33,12 +33,16 @@ states in its real output contract (the formats ``solver.roles`` parses):
   ``blind_spot_correlation``: with as many as the run's, a flaw hidden from the run's family
   is hidden from it with ``p + rho (1 - p)``, any other flaw with ``p (1 - rho)``. Those
   draws hang off the flaw's key, so the first family's session is the same draw for draw
-  whether a checker exists or not.
+  whether a checker exists or not;
+- a thinking budget (SGLang's ``custom_params``) ends a call's reasoning at the budget, and
+  the call loses work in proportion to the share it cut (``budget_cost``): a writer's proof
+  may get one more flaw, a verifier may miss a flaw it would have found.
 
-Draws come from a hash of (seed, role, request body, how many identical bodies came before), so a
-session is a pure function of its seed and the order of identical requests, whatever carries the
-bytes (in-process or HTTP). Token lengths per role are log-normal; a draw above the request's
-``max_tokens`` is cut there (``finish_reason: length``), as a server would.
+Draws come from a hash of (seed, role, request body less its thinking-budget fields, how many
+identical bodies came before), so a session is a pure function of its seed and the order of
+identical requests, whatever carries the bytes (in-process or HTTP), and a budgeted session
+draws as the same session without a budget. Token lengths per role are log-normal; a draw
+above the request's ``max_tokens`` is cut there (``finish_reason: length``), as a server would.
 
 The parameters and their sources are in docs/bench-policy.md.
 """
