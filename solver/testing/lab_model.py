@@ -312,9 +312,9 @@ class LabModel:
         completion = draws.lognormal(median, sigma)
         limit = int(request.json.get("max_tokens") or request.json.get("max_output_tokens") or 0)
         finish = "stop"
-        budgeted = _thinking_budgeted(request.json, completion, limit)
+        answer_tokens = self._answer_tokens(role, text, completion)
+        budgeted = _thinking_budgeted(request.json, completion, answer_tokens, limit)
         if budgeted is not None:
-            answer_tokens = _answer_tokens(completion)
             # the share of the reasoning the budget cut away
             cut = 1.0 - (budgeted - answer_tokens) / (completion - answer_tokens)
             text = self._rushed(request, text, draws.branch(b"budget"), family, cut) or text
@@ -331,6 +331,15 @@ class LabModel:
             chunk_chars=4096,
         )
 
+    def _answer_tokens(self, role: str, text: str, completion: int) -> int:
+        """The part of a call's output that is its answer, the rest being reasoning: for a
+        writer the proof it wrote (its visible length, at most half the output), for any
+        other role a fixed share of the output."""
+        written = self.proofs_in(text) if role in _WRITERS else []
+        if written:
+            return max(min(written[0].tokens, completion // 2), 1)
+        return max(int(completion * _ANSWER_SHARE), 1)
+
     def _rushed(
         self, request: RecordedRequest, text: str, draws: _Draws, family: str, cut: float
     ) -> str | None:
@@ -344,7 +353,7 @@ class LabModel:
         if role == "verifier":
             return self._verify(request, draws, family, keep=1.0 - loss)
         written = self.proofs_in(text)
-        if role not in ("generator", "reviser", "recombiner") or not written:
+        if role not in _WRITERS or not written:
             return None
         if not draws.chance(loss):
             return None
@@ -615,7 +624,9 @@ class LabModel:
         return draws.pick(len(found))
 
 
-# The answer's share of a call's output tokens; the rest is reasoning.
+# The roles whose answer is a proof.
+_WRITERS = ("generator", "reviser", "recombiner")
+# The answer's share of a call's output tokens for the other roles; the rest is reasoning.
 _ANSWER_SHARE = 0.2
 
 
@@ -634,18 +645,16 @@ def _draw_key(request: RecordedRequest) -> bytes:
     return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)
 
 
-def _answer_tokens(completion: int) -> int:
-    return max(int(completion * _ANSWER_SHARE), 1)
-
-
-def _thinking_budgeted(body: dict[str, object], completion: int, limit: int) -> int | None:
+def _thinking_budgeted(
+    body: dict[str, object], completion: int, answer: int, limit: int
+) -> int | None:
     """A thinking budget as SGLang's processor applies it (``custom_params.thinking_budget``):
     reasoning longer than the budget ends there and the answer follows, so a call that would
-    have been cut at ``limit`` can end with its answer. The call's output tokens; None when no
-    budget applies, or when even the shortened output passes ``limit`` (then it is cut)."""
+    have been cut at ``limit`` can end with its answer (``answer`` tokens of the
+    ``completion``). The call's output tokens; None when no budget applies, or when even the
+    shortened output passes ``limit`` (then it is cut)."""
     params = body.get("custom_params")
     budget = params.get("thinking_budget") if isinstance(params, dict) else None
-    answer = _answer_tokens(completion)
     if not isinstance(budget, int) or completion - answer <= budget:
         return None
     total = budget + answer

@@ -581,12 +581,14 @@ def test_a_borrowed_idea_reaches_a_hidden_flaw_only_with_hidden_repair() -> None
     assert recombined(replace(borrowing, hidden_repair=1.0))  # the earlier lab repaired it
 
 
-def _encoded(system: str, user: str, budget: int | None = None) -> RecordedRequest:
+def _encoded(
+    system: str, user: str, budget: int | None = None, max_tokens: int = UNCUT
+) -> RecordedRequest:
     """A request as the client encodes it (orjson, keys sorted), with a thinking budget in
     SGLang's field where one is given."""
     body: dict[str, object] = {
         "model": "m",
-        "max_tokens": UNCUT,
+        "max_tokens": max_tokens,
         "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
     }
     if budget is not None:
@@ -637,3 +639,17 @@ def test_a_thinking_budget_costs_work_in_proportion_to_the_reasoning_it_cuts() -
     near = LabModel(correct, free, seed=2)(_encoded(GENERATOR_SYSTEM, "Problem.", 100))
     assert near.text == plain.text and near.usage is not None and plain.usage is not None
     assert near.usage[1] < plain.usage[1]
+
+
+def test_a_budget_fitted_under_the_cap_rescues_a_proof_that_would_be_cut() -> None:
+    """A generator whose reasoning runs past ``max_tokens``: without a budget it is cut with
+    no proof; with a budget that leaves the visible proof its room, it ends with the proof."""
+    long_thinker = RoleParams(lengths={**RoleParams().lengths, "generator": (200_000, 0.05)})
+    lab = LabModel(policy.PROBLEMS[0], long_thinker, seed=1)
+    cap = 100_000
+    plain = lab(_request(GENERATOR_SYSTEM, "Problem.", cap))
+    assert plain.finish_reason == "length" and "## Self-assessment" not in plain.text
+    fitted = lab(_encoded(GENERATOR_SYSTEM, "Problem.", cap - 8192, max_tokens=cap))
+    assert fitted.finish_reason == "stop" and "## Self-assessment" in fitted.text
+    (proof,) = lab.proofs_in(fitted.text)
+    assert fitted.usage is not None and fitted.usage[1] == cap - 8192 + proof.tokens
