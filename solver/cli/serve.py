@@ -409,6 +409,14 @@ def check_command(
 )
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
               help="For dataset lines without max_tokens.")  # fmt: skip
+@click.option(
+    "--thinking-budget",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Also run each endpoint with this thinking budget in every request (SGLang's "
+    "processor, as solve sends it), side by side: what the budget costs the server's decode.",
+)
 @click.option("--model", default=None, help="Model name (default: the first of /v1/models).")
 @click.option("--api-key-env", default=None, metavar="NAME")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
@@ -432,6 +440,7 @@ def bench_command(
     same_prompts: bool,
     flush_cache: bool,
     ignore_eos: bool,
+    thinking_budget: int | None,
 ) -> None:
     """Concurrency sweep: total output tok/s, P90 per-user tok/s, TTFT, errors."""
     from solver.serve.bench import (
@@ -454,6 +463,7 @@ def bench_command(
         distinct_prompts=not same_prompts,
         flush_cache=flush_cache,
         ignore_eos=ignore_eos,
+        thinking_budget=thinking_budget,
     )
     items = load_dataset(dataset, max_tokens)
     urls = list(endpoints) or [_endpoint_or_descriptor(None)]

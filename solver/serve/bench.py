@@ -20,7 +20,10 @@ Each request's first user message gets a distinct prefix by default, so repeats 
 data set do not hit SGLang's radix cache; ``flush_cache`` empties it before each level, and
 ``ignore_eos`` keeps every request decoding to ``max_tokens`` (late decode, not just early).
 Levels run endpoint after endpoint within each level, so two endpoints are compared side by side
-in one run under the same machine conditions.
+in one run under the same machine conditions. With ``thinking_budget`` each endpoint is run twice
+a level, as it is and then with the budget in SGLang's fields (``custom_logit_processor`` and
+``custom_params``, as the solver sends them): what the processor costs the server's decode, side
+by side.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 import httpx
 
 from solver.errors import ConfigError, EndpointUnavailable, InputError
+from solver.llm.thinking import processor_string, think_tokens_for
 from solver.serve.stream import StreamResult, chat_url, stream_chat
 
 BUILTIN_PROMPTS = (
@@ -59,6 +63,8 @@ class BenchOptions:
     distinct_prompts: bool = True
     flush_cache: bool = False
     ignore_eos: bool = False
+    # Also run each endpoint with this thinking budget in every request (SGLang's processor).
+    thinking_budget: int | None = None
 
 
 @dataclass
@@ -202,8 +208,18 @@ async def _level(
     items: list[dict[str, Any]],
     concurrency: int,
     options: BenchOptions,
+    budget: int | None = None,
 ) -> LevelResult:
     url = chat_url(base_url)
+    # the fields the solver sends for a budget (solver.llm.thinking), for this model's family
+    budget_fields: dict[str, Any] = (
+        {}
+        if budget is None
+        else {
+            "custom_logit_processor": processor_string(think_tokens_for(model)),
+            "custom_params": {"thinking_budget": budget},
+        }
+    )
     records: list[RequestRecord] = []
     counter = iter(range(10**12))
     if options.flush_cache:
@@ -219,6 +235,7 @@ async def _level(
                 body["messages"] = _distinct(body["messages"], number)
             if options.ignore_eos:
                 body["ignore_eos"] = True  # SGLang's sampling extension: decode to max_tokens
+            body.update(budget_fields)
             result = await stream_chat(client, url, body, timeout=options.timeout)
             records.append(record_of(result))
 
@@ -229,7 +246,11 @@ async def _level(
         task.cancel()
     await asyncio.gather(*pending, return_exceptions=True)
     return summarize(
-        base_url, concurrency, records, cancelled=len(pending), window=(started, stop_at)
+        budgeted_label(base_url, budget),
+        concurrency,
+        records,
+        cancelled=len(pending),
+        window=(started, stop_at),
     )
 
 
@@ -274,15 +295,23 @@ async def _sweep(
     results: list[LevelResult] = []
     async with httpx.AsyncClient(headers=headers, limits=limits, trust_env=False) as client:
         models = {e: options.model or await _model_of(client, e) for e in endpoints}
+        budgets = (None,) if options.thinking_budget is None else (None, options.thinking_budget)
         for concurrency in options.concurrency:
             for endpoint in endpoints:
-                starting(endpoint, concurrency)
-                level = await _level(
-                    client, endpoint, models[endpoint], items, concurrency, options
-                )
-                progress(level)
-                results.append(level)
+                for budget in budgets:
+                    label = budgeted_label(endpoint, budget)
+                    starting(label, concurrency)
+                    level = await _level(
+                        client, endpoint, models[endpoint], items, concurrency, options, budget
+                    )
+                    progress(level)
+                    results.append(level)
     return results
+
+
+def budgeted_label(endpoint: str, budget: int | None) -> str:
+    """How an endpoint run with a thinking budget is named in the results."""
+    return endpoint if budget is None else f"{endpoint} (thinking budget {budget})"
 
 
 def run_bench(

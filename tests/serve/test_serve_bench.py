@@ -189,3 +189,36 @@ def test_requests_get_distinct_prompts_unless_asked_not_to() -> None:
     first, second = _distinct(messages, 1), _distinct(messages, 2)
     assert first[1]["content"] != second[1]["content"] and first[1]["content"].endswith("q")
     assert first[0] == messages[0] and messages[1]["content"] == "q"
+
+
+def test_a_thinking_budget_runs_each_endpoint_twice_side_by_side() -> None:
+    """With a budget each level runs the endpoint as it is, then with the budget in SGLang's
+    fields (what solve sends): the second shortens the reasoning, and the summary's ratio is
+    the budgeted run over the plain one."""
+    items = load_dataset(None, 200)
+    options = BenchOptions(concurrency=(1,), duration=0.5, grace=10, thinking_budget=10)
+    with FakeSGLang(rate=2000, tokens=4, reasoning_tokens=50) as fake:
+        results = run_bench([fake.url], items, options)
+        bodies = list(fake.bodies)
+    plain, budgeted = results
+    assert plain.endpoint == fake.url
+    assert budgeted.endpoint == f"{fake.url} (thinking budget 10)"
+    with_budget = [b for b in bodies if "custom_params" in b]
+    assert with_budget and len(with_budget) < len(bodies)
+    assert all(b["custom_params"] == {"thinking_budget": 10} for b in with_budget)
+    assert all(json.loads(b["custom_logit_processor"])["callable"] for b in with_budget)
+    # the fake forces the answer after 10 tokens of reasoning instead of 50
+    assert plain.output_tokens / plain.completed > budgeted.output_tokens / budgeted.completed
+    summary = summary_json(results, options)
+    assert summary["endpoints"] == [plain.endpoint, budgeted.endpoint]
+    (ratio,) = summary["ratios_second_over_first"]
+    assert ratio["concurrency"] == 1 and ratio["total_output_tok_s"] > 0
+
+
+def test_the_cli_names_the_budgeted_run_beside_the_plain_one() -> None:
+    with FakeSGLang(rate=2000, tokens=4, reasoning_tokens=20) as fake:
+        args = ["bench", "--endpoint", fake.url, "--concurrency", "1", "--duration", "0.3"]
+        result = CliRunner().invoke(group, [*args, "--thinking-budget", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert summary["endpoints"] == [fake.url, f"{fake.url} (thinking budget 8)"]
