@@ -29,6 +29,7 @@ __all__ = [
     "ANSWER_ROOM",
     "PROCESSOR_BASE",
     "ThinkTokens",
+    "budget_fields",
     "fitted_budget",
     "processor_string",
     "refusal_names_processor",
@@ -108,6 +109,14 @@ def processor_string(tokens: ThinkTokens) -> str:
     return json.dumps({"callable": program.hex()})
 
 
+def budget_fields(model: str, budget: int) -> dict[str, Any]:
+    """The two Chat fields SGLang reads a thinking budget from, for ``model``'s family."""
+    return {
+        "custom_logit_processor": processor_string(think_tokens_for(model)),
+        "custom_params": {"thinking_budget": budget},
+    }
+
+
 def fitted_budget(budget: int, max_tokens: int) -> int:
     """``budget``, lowered where it would not leave the answer its room under ``max_tokens``
     (the smaller of :data:`ANSWER_ROOM` and half the cap)."""
@@ -121,10 +130,7 @@ def with_thinking_budget(request: Request) -> Request:
     if request.thinking_budget is None:
         return request
     budget = fitted_budget(request.thinking_budget, request.max_tokens)
-    fields: dict[str, Any] = {
-        "custom_logit_processor": processor_string(think_tokens_for(request.model)),
-        "custom_params": {"thinking_budget": budget},
-    }
+    fields = budget_fields(request.model, budget)
     kept = tuple((k, v) for k, v in request.extra if k not in fields)
     return replace(request, thinking_budget=budget, extra=kept + tuple(fields.items()))
 

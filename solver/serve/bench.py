@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from solver.errors import ConfigError, EndpointUnavailable, InputError
-from solver.llm.thinking import processor_string, think_tokens_for
+from solver.llm.thinking import budget_fields
 from solver.serve.stream import StreamResult, chat_url, stream_chat
 
 BUILTIN_PROMPTS = (
@@ -211,15 +211,8 @@ async def _level(
     budget: int | None = None,
 ) -> LevelResult:
     url = chat_url(base_url)
-    # the fields the solver sends for a budget (solver.llm.thinking), for this model's family
-    budget_fields: dict[str, Any] = (
-        {}
-        if budget is None
-        else {
-            "custom_logit_processor": processor_string(think_tokens_for(model)),
-            "custom_params": {"thinking_budget": budget},
-        }
-    )
+    # the fields the solver sends for a budget, for this model's family
+    budgeted: dict[str, Any] = {} if budget is None else budget_fields(model, budget)
     records: list[RequestRecord] = []
     counter = iter(range(10**12))
     if options.flush_cache:
@@ -235,7 +228,7 @@ async def _level(
                 body["messages"] = _distinct(body["messages"], number)
             if options.ignore_eos:
                 body["ignore_eos"] = True  # SGLang's sampling extension: decode to max_tokens
-            body.update(budget_fields)
+            body.update(budgeted)
             result = await stream_chat(client, url, body, timeout=options.timeout)
             records.append(record_of(result))
 

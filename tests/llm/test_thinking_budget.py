@@ -247,7 +247,7 @@ def test_the_lab_model_ends_long_reasoning_at_the_budget_with_an_answer() -> Non
 
     budget = {"custom_params": {"thinking_budget": 10_000}}
     # 50000 drawn: 40000 reasoning, 10000 answer; cut at 10000 reasoning: 20000 in all
-    assert _thinking_budgeted(budget, 50_000, 30_000) == 20_000
-    assert _thinking_budgeted({}, 50_000, 30_000) is None  # no budget: cut at max_tokens
-    assert _thinking_budgeted(budget, 12_000, 30_000) is None  # reasoning within the budget
-    assert _thinking_budgeted(budget, 50_000, 15_000) is None  # the answer does not fit either
+    assert _thinking_budgeted(budget, 50_000, 10_000, 30_000) == 20_000
+    assert _thinking_budgeted({}, 50_000, 10_000, 30_000) is None  # no budget: max_tokens cuts
+    assert _thinking_budgeted(budget, 12_000, 2_400, 30_000) is None  # reasoning within budget
+    assert _thinking_budgeted(budget, 50_000, 10_000, 15_000) is None  # the answer cannot fit
