@@ -1341,6 +1341,24 @@ def paired_difference(a: list[Session], b: list[Session]) -> tuple[float, float,
     return mean, low, high, paired, differ
 
 
+def differing_sessions(a: list[Session], b: list[Session], shown: int = 20) -> str:
+    """The paired sessions whose strict scores differ, first's score then second's (the
+    first ``shown`` of them, by problem and seed), and how many go each way."""
+    theirs = {(s.problem, s.seed): s for s in b}
+    pairs = sorted(
+        (s.problem, s.seed, s.strict, theirs[(s.problem, s.seed)].strict)
+        for s in a
+        if (s.problem, s.seed) in theirs and s.strict != theirs[(s.problem, s.seed)].strict
+    )
+    listed = ", ".join(f"{p} seed {seed} {x}-{y}" for p, seed, x, y in pairs[:shown])
+    more = f", and {len(pairs) - shown} more" if len(pairs) > shown else ""
+    higher = sum(x > y for _, _, x, y in pairs)
+    return (
+        f"sessions that differ (first's strict score, then second's): {listed}{more}; "
+        f"first higher in {higher}, second in {len(pairs) - higher}"
+    )
+
+
 def compare(first: str, second: str) -> int:
     """Print two ``--json`` runs side by side and ``first`` minus ``second`` paired session by
     session: how the numbers of docs/bench-policy.md for one setting against another are
@@ -1367,6 +1385,8 @@ def compare(first: str, second: str) -> int:
         f"paired difference: {mean:+.2f} [{low:+.2f}, {high:+.2f}] over {paired} sessions, "
         f"{differ} differ"
     )
+    if differ:
+        print(differing_sessions(a, b))
     ratio = rows_decode_ratio(a, b)
     if ratio is not None:
         print(

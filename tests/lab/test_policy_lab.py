@@ -496,6 +496,8 @@ def test_compare_pairs_two_json_runs_session_by_session(
     out = capsys.readouterr().out
     # P1 sessions: 7,7,7,0 against 7,7,7,0; P2: 7,0,7,0 against 0,0,0,0: +3.5 a problem set
     assert "paired difference: +3.50" in out and "over 8 sessions, 2 differ" in out
+    assert "differ (first's strict score, then second's): P2 seed 0 7-0, P2 seed 2 7-0;" in out
+    assert "first higher in 2, second in 0" in out
     # equal decode; correct proofs 2 a solved session, 1 otherwise: 13 against 11
     assert "first over second: 0.846x" in out
 
