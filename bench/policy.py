@@ -315,7 +315,9 @@ class _PacedHttpClient(ModelClient):
     async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
         effective, _cap = await self._capped(request, observer)
         # the body the base class will send, thinking budget and sampling knobs included
-        effective = self._thinking(one_sampling_knob(self.endpoint.api, effective))
+        effective = self._thinking(
+            one_sampling_knob(self.endpoint.api, effective), request.max_tokens
+        )
         body = encode_request(self.endpoint.api, effective)
         api = self.endpoint.api
         recorded = RecordedRequest(

@@ -248,7 +248,9 @@ class ModelClient:
         """Run ``request`` to a :class:`Completion`, retrying per policy; raises a
         :class:`TransportError` subclass when it gives up."""
         effective, cap = await self._capped(request, observer)
-        effective = self._thinking(one_sampling_knob(self.endpoint.api, effective))
+        effective = self._thinking(
+            one_sampling_knob(self.endpoint.api, effective), request.max_tokens
+        )
         retrying = _policy.retrying(self.retry)
         recapped = False
         async for attempt in retrying:
@@ -269,7 +271,7 @@ class ModelClient:
                     recapped = True
                     effective, cap = fixed
                     # a budget sent stays inside the lower cap, so the answer still fits
-                    effective = with_thinking_budget(effective)
+                    effective = with_thinking_budget(effective, request.max_tokens)
                     exc.retryable = True
                     raise
                 except (HTTPStatusError, StreamProtocolError) as exc:
@@ -314,9 +316,10 @@ class ModelClient:
                 url=self.url,
             )
 
-    def _thinking(self, request: Request) -> Request:
-        """The request with its thinking budget in the server's fields, or without it where
-        the server does not take them (non-SGLang, no processor flag, refused before)."""
+    def _thinking(self, request: Request, max_tokens: int) -> Request:
+        """The request with its thinking budget in the server's fields, fitted to its cap
+        (``max_tokens``: the role's setting before the cap), or without it where the server
+        does not take them (non-SGLang, no processor flag, refused before)."""
         if request.thinking_budget is None:
             return request
         blocked = self.thinking_budget_refused or thinking_budget_blocker(
@@ -324,7 +327,7 @@ class ModelClient:
         )
         if blocked is not None:
             return without_thinking_budget(request)
-        return with_thinking_budget(request)
+        return with_thinking_budget(request, max_tokens)
 
     def _refused_budget(self, request: Request, exc: HTTPStatusError | StreamProtocolError) -> bool:
         """Whether ``exc`` is a 400 refusing the thinking-budget fields ``request`` carried;

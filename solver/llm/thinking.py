@@ -117,19 +117,24 @@ def budget_fields(model: str, budget: int) -> dict[str, Any]:
     }
 
 
-def fitted_budget(budget: int, max_tokens: int) -> int:
-    """``budget``, lowered where it would not leave the answer its room under ``max_tokens``
-    (the smaller of :data:`ANSWER_ROOM` and half the cap)."""
-    return max(min(budget, max(max_tokens - ANSWER_ROOM, max_tokens // 2)), 1)
+def fitted_budget(budget: int, cap: int, max_tokens: int | None = None) -> int:
+    """``budget``, lowered where it would not leave the answer its room under the call's
+    ``cap``: the room the configuration left (``max_tokens``, the role's setting, less the
+    budget) up to :data:`ANSWER_ROOM`, or all of it where the budget reaches ``max_tokens``;
+    at most half the cap. A call not capped below ``max_tokens`` keeps a budget below it."""
+    configured = cap if max_tokens is None else max_tokens
+    room = ANSWER_ROOM if budget >= configured else min(ANSWER_ROOM, configured - budget)
+    return max(min(budget, max(cap - room, cap // 2)), 1)
 
 
-def with_thinking_budget(request: Request) -> Request:
+def with_thinking_budget(request: Request, max_tokens: int | None = None) -> Request:
     """``request`` with its budget in SGLang's Chat fields (in ``extra``, so they are
     recorded with the request and re-produced from the record), fitted to its
-    ``max_tokens``: a call capped to what the context leaves still ends with an answer."""
+    ``max_tokens`` (the call's cap; ``max_tokens`` here is the role's setting before any cap):
+    a call capped to what the context leaves still ends with an answer."""
     if request.thinking_budget is None:
         return request
-    budget = fitted_budget(request.thinking_budget, request.max_tokens)
+    budget = fitted_budget(request.thinking_budget, request.max_tokens, max_tokens)
     fields = budget_fields(request.model, budget)
     kept = tuple((k, v) for k, v in request.extra if k not in fields)
     return replace(request, thinking_budget=budget, extra=kept + tuple(fields.items()))

@@ -136,7 +136,9 @@ class ScriptedClient(ModelClient):
 
     async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
         effective, cap = await self._capped(request, observer)
-        effective = self._thinking(one_sampling_knob(self.endpoint.api, effective))
+        effective = self._thinking(
+            one_sampling_knob(self.endpoint.api, effective), request.max_tokens
+        )
         api = self.endpoint.api
         body = encode_request(api, effective)
         request_id = new_request_id()

@@ -233,10 +233,10 @@ def test_a_recap_fits_the_thinking_budget_to_the_lower_cap() -> None:
     with FakeEndpoint(replies, context_length=4096, owned_by="sglang") as fake:
         _, rec = run(fake, req=request(max_tokens=4000, thinking_budget=3900))
         fake.assert_consumed()
-    # half of each cap stays for the answer (a cap below ANSWER_ROOM)
+    # the 100 tokens of room the configuration left stay for the answer under the lower cap
     first, second = (r.json["custom_params"]["thinking_budget"] for r in fake.requests)
-    assert (first, second) == (2000, 1548)
-    assert rec.starts[1].request.thinking_budget == 1548
+    assert (first, second) == (3900, 2996)
+    assert rec.starts[1].request.thinking_budget == 2996
 
 
 def test_max_tokens_capped_by_served_context() -> None:

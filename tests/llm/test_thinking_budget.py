@@ -182,11 +182,18 @@ def test_with_a_budget_a_long_reasoning_ends_with_an_answer() -> None:
 
 def test_a_budget_is_fitted_to_the_cap_so_the_answer_still_has_room() -> None:
     """A budget past what the call's cap leaves for the answer is lowered (to the cap less
-    ANSWER_ROOM, at most half the cap): a call capped to the served context still ends with
-    an answer, and the journal records the budget that was sent."""
+    the room the configuration left, up to ANSWER_ROOM, at most half the cap): a call capped
+    to the served context still ends with an answer, and the journal records the budget that
+    was sent."""
     assert fitted_budget(4000, 256_000) == 4000  # room to spare: as configured
     assert fitted_budget(200_000, 131_072) == 131_072 - ANSWER_ROOM
     assert fitted_budget(4000, 100) == 50  # a small cap keeps half for the answer
+    # a call not capped keeps the budget it was given, however little room that leaves
+    assert fitted_budget(15_000, 16_000, max_tokens=16_000) == 15_000
+    # capped, it keeps the room the configuration left (1000 tokens), not more
+    assert fitted_budget(15_000, 10_000, max_tokens=16_000) == 9_000
+    # a budget at max_tokens keeps ANSWER_ROOM under any cap
+    assert fitted_budget(256_000, 256_000, max_tokens=256_000) == 256_000 - ANSWER_ROOM
     # a served context of 72 tokens caps the call near 60; 100 tokens of reasoning would
     # run past it, and a budget of 1000 would never be reached
     with FakeSGLang(rate=10_000, tokens=4, reasoning_tokens=100, context_length=72) as fake:
