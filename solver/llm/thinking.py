@@ -27,6 +27,7 @@ from solver.llm.types import ServerInfo
 
 __all__ = [
     "ANSWER_ROOM",
+    "BUDGET_FIELDS",
     "PROCESSOR_BASE",
     "ThinkTokens",
     "budget_fields",
@@ -41,7 +42,8 @@ __all__ = [
 
 # (module, class) of SGLang's base processor: python/sglang/srt/sampling/custom_logit_processor.py
 PROCESSOR_BASE = ("sglang.srt.sampling.custom_logit_processor", "ThinkingBudgetLogitProcessor")
-_FIELDS = ("custom_logit_processor", "custom_params")
+# The two Chat fields a budget is sent in (budget_fields).
+BUDGET_FIELDS = ("custom_logit_processor", "custom_params")
 
 # Output tokens a budget leaves for the answer after the forced ``</think>``: a budget that
 # reaches past ``max_tokens`` minus this would end the call mid-answer, cut as if it had none
@@ -142,7 +144,7 @@ def with_thinking_budget(request: Request, max_tokens: int | None = None) -> Req
 
 def without_thinking_budget(request: Request) -> Request:
     """``request`` with no budget and none of its fields."""
-    kept = tuple((k, v) for k, v in request.extra if k not in _FIELDS)
+    kept = tuple((k, v) for k, v in request.extra if k not in BUDGET_FIELDS)
     return replace(request, thinking_budget=None, extra=kept)
 
 
@@ -165,4 +167,4 @@ def refusal_names_processor(message: str) -> bool:
     ``TokenizerManager._validate_one_request``: "not configured to enable custom logit
     processor"), or a server refusing an unknown field by its name."""
     text = message.lower()
-    return "custom logit processor" in text or any(f in text for f in _FIELDS)
+    return "custom logit processor" in text or any(f in text for f in BUDGET_FIELDS)

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from solver.llm.thinking import BUDGET_FIELDS
 from solver.testing.fake_endpoint import RecordedRequest, Reply
 from solver.testing.roles import role_of
 
@@ -630,17 +631,13 @@ _WRITERS = ("generator", "reviser", "recombiner")
 _ANSWER_SHARE = 0.2
 
 
-# The request fields of a thinking budget (SGLang's processor and its parameters).
-_BUDGET_FIELDS = ("custom_logit_processor", "custom_params")
-
-
 def _draw_key(request: RecordedRequest) -> bytes:
     """What a call's draws hang off: its body, less the fields of a thinking budget, so a
     budgeted call draws as the same call without one (common random numbers: a budget that
     is never reached changes nothing, and one that is changes only what it cuts)."""
-    if not any(name in request.json for name in _BUDGET_FIELDS):
+    if not any(name in request.json for name in BUDGET_FIELDS):
         return request.body
-    kept = {k: v for k, v in request.json.items() if k not in _BUDGET_FIELDS}
+    kept = {k: v for k, v in request.json.items() if k not in BUDGET_FIELDS}
     # the client's encoding (orjson, keys sorted), so the key is the unbudgeted body's bytes
     return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)
 
