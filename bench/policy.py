@@ -47,7 +47,6 @@ from solver.llm import (
     encode_request,
 )
 from solver.llm.codec import PATHS
-from solver.llm.sampling import one_sampling_knob
 from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
@@ -313,11 +312,7 @@ class _PacedHttpClient(ModelClient):
         self.gpu = gpu
 
     async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
-        effective, _cap = await self._capped(request, observer)
-        # the body the base class will send, thinking budget and sampling knobs included
-        effective = self._thinking(
-            one_sampling_knob(self.endpoint.api, effective), request.max_tokens
-        )
+        effective, _cap = await self._outgoing(request, observer)  # the body sent below
         body = encode_request(self.endpoint.api, effective)
         api = self.endpoint.api
         recorded = RecordedRequest(

@@ -247,10 +247,7 @@ class ModelClient:
     async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
         """Run ``request`` to a :class:`Completion`, retrying per policy; raises a
         :class:`TransportError` subclass when it gives up."""
-        effective, cap = await self._capped(request, observer)
-        effective = self._thinking(
-            one_sampling_knob(self.endpoint.api, effective), request.max_tokens
-        )
+        effective, cap = await self._outgoing(request, observer)
         retrying = _policy.retrying(self.retry)
         recapped = False
         async for attempt in retrying:
@@ -282,6 +279,16 @@ class ModelClient:
                     exc.retryable = True
                     raise
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    async def _outgoing(
+        self, request: Request, observer: AttemptObserver
+    ) -> tuple[Request, int | None]:
+        """The request as its first attempt sends it: capped to the served context, one
+        sampling knob where the protocol takes one, and the thinking budget in the server's
+        fields, fitted to the cap; and the cap (None: not capped)."""
+        effective, cap = await self._capped(request, observer)
+        effective = one_sampling_knob(self.endpoint.api, effective)
+        return self._thinking(effective, request.max_tokens), cap
 
     async def _capped(
         self, request: Request, observer: AttemptObserver

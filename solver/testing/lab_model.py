@@ -313,12 +313,18 @@ class LabModel:
         completion = draws.lognormal(median, sigma)
         limit = int(request.json.get("max_tokens") or request.json.get("max_output_tokens") or 0)
         finish = "stop"
-        answer_tokens = self._answer_tokens(role, text, completion)
-        budgeted = _thinking_budgeted(request.json, completion, answer_tokens, limit)
+        written: list[ProofState] = []
+        budgeted: int | None = None
+        answer_tokens = 0
+        if "custom_params" in request.json:  # only a budgeted call needs its answer's length
+            written = self.proofs_in(text) if role in _WRITERS else []
+            answer_tokens = _answer_tokens(written, completion)
+            budgeted = _thinking_budgeted(request.json, completion, answer_tokens, limit)
         if budgeted is not None:
             # the share of the reasoning the budget cut away
             cut = 1.0 - (budgeted - answer_tokens) / (completion - answer_tokens)
-            text = self._rushed(request, text, draws.branch(b"budget"), family, cut) or text
+            rushed = self._rushed(request, role, written, draws.branch(b"budget"), family, cut)
+            text = rushed or text
             completion = budgeted
         elif limit and completion > limit:
             completion, finish = limit, "length"
@@ -332,31 +338,25 @@ class LabModel:
             chunk_chars=4096,
         )
 
-    def _answer_tokens(self, role: str, text: str, completion: int) -> int:
-        """The part of a call's output that is its answer, the rest being reasoning: for a
-        writer the proof it wrote (its visible length, at most half the output), for any
-        other role a fixed share of the output."""
-        written = self.proofs_in(text) if role in _WRITERS else []
-        if written:
-            return max(min(written[0].tokens, completion // 2), 1)
-        return max(int(completion * _ANSWER_SHARE), 1)
-
     def _rushed(
-        self, request: RecordedRequest, text: str, draws: _Draws, family: str, cut: float
+        self,
+        request: RecordedRequest,
+        role: str,
+        written: list[ProofState],
+        draws: _Draws,
+        family: str,
+        cut: float,
     ) -> str | None:
         """The answer of a call whose thinking budget cut away the share ``cut`` of its
-        reasoning (``budget_cost``), or None where the cut costs it nothing. Its draws are a
-        branch of the call's own, so a session without a budget is the same draw for draw."""
+        reasoning (``budget_cost``; ``written``: the proof a writer's answer carries), or
+        None where the cut costs it nothing. Its draws are a branch of the call's own, so a
+        session without a budget is the same draw for draw."""
         loss = min(max(self.roles.budget_cost * cut, 0.0), 1.0)
-        role = lab_role(request)
         if loss <= 0.0:
             return None
         if role == "verifier":
             return self._verify(request, draws, family, keep=1.0 - loss)
-        written = self.proofs_in(text)
-        if role not in _WRITERS or not written:
-            return None
-        if not draws.chance(loss):
+        if not written or not draws.chance(loss):
             return None
         proof = written[0]
         return self._proof_text(self._new_proof(draws, (*proof.flaws, self._flaw(draws, "major"))))
@@ -640,6 +640,15 @@ def _draw_key(request: RecordedRequest) -> bytes:
     kept = {k: v for k, v in request.json.items() if k not in BUDGET_FIELDS}
     # the client's encoding (orjson, keys sorted), so the key is the unbudgeted body's bytes
     return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)
+
+
+def _answer_tokens(written: list[ProofState], completion: int) -> int:
+    """The part of a call's output that is its answer, the rest being reasoning: for a
+    writer the proof it wrote (``written``: its visible length, at most half the output), for
+    any other role a fixed share of the output."""
+    if written:
+        return max(min(written[0].tokens, completion // 2), 1)
+    return max(int(completion * _ANSWER_SHARE), 1)
 
 
 def _thinking_budgeted(

@@ -40,7 +40,6 @@ from solver.llm import (
 from solver.llm._policy import host_port
 from solver.llm.codec import StreamDecoder, encode_request
 from solver.llm.fold import Folder
-from solver.llm.sampling import one_sampling_knob
 from solver.testing import fake_wire as wire
 from solver.testing.fake_endpoint import RecordedRequest, Reply, Responder
 
@@ -135,10 +134,7 @@ class ScriptedClient(ModelClient):
         return self._responder(request)
 
     async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
-        effective, cap = await self._capped(request, observer)
-        effective = self._thinking(
-            one_sampling_knob(self.endpoint.api, effective), request.max_tokens
-        )
+        effective, cap = await self._outgoing(request, observer)
         api = self.endpoint.api
         body = encode_request(api, effective)
         request_id = new_request_id()
