@@ -32,6 +32,7 @@ from solver.llm import (
 )
 from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportError
 from solver.llm.events import Role
+from solver.llm.thinking import fitted_budget
 from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder, tokens_estimate
 from solver.loop.policy import PolicyConfig, RunEnd, decide
@@ -323,10 +324,16 @@ class Engine:
                 )
             )
         route = self.routes.get(call.role) or Route(self.client, self.model, self.api)
+        sampling = self.sampling(call.role)
+        budget = sampling["thinking_budget"]
+        if budget is not None:
+            # the token budget may have capped this call: its answer keeps its room under the
+            # cap, as under a cap of the served context (the client's)
+            budget = fitted_budget(int(budget), max_tokens, int(sampling["max_tokens"]))
         request = Request(
             model=route.model,
             messages=tuple(Message.text(cast(Role, role), text) for role, text in built.messages),
-            **{**self.sampling(call.role), "max_tokens": max_tokens},
+            **{**sampling, "max_tokens": max_tokens, "thinking_budget": budget},
             # the same floor bounds the cap a short served context would set (the client's)
             min_tokens=self.floor(call.role),
         )

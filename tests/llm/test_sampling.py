@@ -77,6 +77,33 @@ def test_a_thinking_budget_goes_to_its_role_only_and_audits_clean(tmp_path: Path
     audit_ok(outcome.run_dir)  # the processor fields are re-produced from the record
 
 
+def test_a_call_the_token_budget_caps_keeps_its_answer_room_under_its_thinking_budget(
+    tmp_path: Path,
+) -> None:
+    """The loop caps a call's max_tokens to what the run's token budget leaves; its thinking
+    budget is then fitted under that cap (the answer keeps 8192 tokens, or half the cap), as
+    under a cap of the served context, and the run still audits clean."""
+    # two generators share 58,000 tokens: each is capped near 28,000, where a budget of
+    # 24,000 would leave its answer fewer than 8192 (the role, uncapped, leaves 232,000)
+    settings = {
+        "roles.generator.thinking_budget": 24_000,
+        "roles.generator.max_tokens": 256_000,
+        "budget.total_tokens": 58_000,
+    }
+    with ScriptedEndpoint(scripts.solved, thinking_budget=True) as fake:
+        outcome = solve(fake, tmp_path, **settings)
+    generators = [r.json for r in fake.requests if scripts.role_of(r) == "generator"]
+    assert generators
+    for body in generators:
+        cap = body["max_tokens"]
+        assert cap < 58_000  # capped by the token budget, not by the served context
+        sent = body["custom_params"]["thinking_budget"]
+        assert sent == min(24_000, max(cap - 8192, cap // 2))
+    assert any(body["max_tokens"] - 24_000 < 8192 for body in generators)
+    assert any(body["custom_params"]["thinking_budget"] < 24_000 for body in generators)
+    audit_ok(outcome.run_dir)
+
+
 def test_a_server_that_takes_no_budget_is_said_once_and_the_run_goes_on(tmp_path: Path) -> None:
     with ScriptedEndpoint(scripts.solved) as fake:  # its probe names no server
         outcome = solve(fake, tmp_path, **{"roles.generator.thinking_budget": 16000})
