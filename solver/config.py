@@ -64,6 +64,9 @@ class RoleSettings(_Section):
     # Tokens of reasoning before the server forces the answer (SGLang's thinking-budget
     # logit processor); None: no budget, only max_tokens bounds a call.
     thinking_budget: int | None = Field(default=None, ge=1)
+    # The prompt variants the role's calls take in turn (generator and verifier only; the
+    # verifier's apply to a checker's verifications too); None: every variant that ships.
+    variants: list[str] | None = Field(default=None, min_length=1, max_length=16)
     reasoning: bool | None = None
     # Another endpoint (and model family) for this role; None: the run's own endpoint.
     endpoint: str | None = None
@@ -206,6 +209,13 @@ class Grading(_Section):
     )
     draft_scheme: bool = Field(
         default=True, description="draft a marking scheme when a problem has no guidelines"
+    )
+    given_verifications: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="verifications of a given proof by each verifier variant, beside its "
+        "grading (solver eval calibrate --verifications)",
     )
 
 

@@ -350,10 +350,17 @@ def run(
 
 @eval_group.command("calibrate")
 @click.argument("file", metavar="FILE", type=click.Path(path_type=Path))
+@click.option(
+    "--verifications",
+    type=click.IntRange(0, 64),
+    help="Also verify each proof this many times with each verifier variant, and measure "
+    "the variants against the humans [grading.given_verifications; 0].",
+)
 @_common
 @reports_errors
 def calibrate(
     file: Path,
+    verifications: int | None,
     graders: int | None,
     aggregation: str | None,
     reconcile: str | None,
@@ -370,7 +377,9 @@ def calibrate(
 ) -> None:
     """Grade proofs that already carry human grades (JSON Lines, e.g. DeepSeekMath-V2's
     outputs) and report agreement with the humans: exact, within one point, Pearson and
-    Spearman correlation, and every disagreement. Writes OUT/calibration.json and .md."""
+    Spearman correlation, and every disagreement; with --verifications, each verifier
+    variant's fails, blind spots and their correlation as well. Writes OUT/calibration.json
+    and .md."""
     items = load_graded(file)
     resolved = _resolve(
         config_file,
@@ -382,6 +391,7 @@ def calibrate(
         grading__aggregation=aggregation,
         grading__reconcile=reconcile,
         grading__scale=scale,
+        grading__given_verifications=verifications,
     )
     out = out_dir or Path("evals") / f"calibrate-{file.stem}"
     plan = plan_calibration(file, items, out, resolved.settings)
@@ -392,7 +402,7 @@ def calibrate(
         f"calibrate: {out}; {_plan_line(jobs)}",
     )
     results = _drive(jobs, resolved, parallel, as_json, lambda j: j.key, progress_every)
-    agreed, rows = calibration_report(items, results)
+    agreed, rows = calibration_report(items, results, plan.verifications)
     header = calibration_header(plan, results)
     json_path, md_path = write_calibration(out, header, agreed, rows)
     if agreed is None:

@@ -13,6 +13,14 @@ evaluation mode, re-judging when they disagree), resumable like `solver eval`. A
 reported for the configured aggregation and, from the same recorded grades, for each of
 minimum, median and mean, so choosing one needs no second grading. Human grades on
 another scale (``max_points``) are mapped to 0-7 before comparing.
+
+With ``--verifications N`` each given proof is also verified N times by each verifier
+variant, beside its grading, and the verdicts are read against the humans' grades: how
+often each variant fails a proof humans graded below 7 and one they graded 7, on how many
+flawed proofs a variant passed every time (its blind spots), how far two variants' blind
+spots coincide, and how many flawed proofs every variant passed. These are the policy lab's
+``detect``, ``false_alarm``, ``p_hidden`` and ``variant_correlation``, measured on the target
+model (docs/bench-policy.md).
 """
 
 from __future__ import annotations
@@ -26,10 +34,13 @@ from pydantic import ValidationError
 
 from solver.config import Settings
 from solver.evaluation.evaluate import Job, JobResult, file_digest, prepare_out, run_settings
-from solver.evaluation.scores import FULL_GRADE, Agreement, agreement
+from solver.evaluation.scores import FULL_GRADE, Agreement, agreement, pearson
 from solver.evaluation.set_run import served_model
 from solver.loop.grading import AGGREGATIONS, aggregate
+from solver.loop.policy import GIVEN
 from solver.problems import Problem, read_checked_text
+from solver.roles.facts import VerificationFacts
+from solver.run import read_state
 from solver.store import write_atomic
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -125,6 +136,7 @@ class CalibrationPlan:
     digest: str
     graders: int
     jobs: tuple[Job, ...]
+    verifications: int = 0  # of each given proof by each verifier variant
 
 
 def plan_calibration(
@@ -135,17 +147,20 @@ def plan_calibration(
     digest = file_digest(file)
     identity = {"digest": digest, "items": [i.item for i in items]}
     graders = settings.grading.evaluation_graders
+    verifications = settings.grading.given_verifications
+    # (a directory made before the setting existed has no such key, and compares as before)
+    fixed = run_settings(settings, solve=False) | {"given_verifications": verifications}
     names = prepare_out(
         out_dir,
         identity,
         kind="calibration",
         extra={"file": str(file), "graders": graders},
-        settings=run_settings(settings, solve=False),
+        settings=fixed,
     )
     jobs = tuple(
         Job(i.item, 1, out_dir / names[i.item], i.problem, given_proof=i.proof) for i in items
     )
-    return CalibrationPlan(file, out_dir, digest, graders, jobs)
+    return CalibrationPlan(file, out_dir, digest, graders, jobs, verifications)
 
 
 def calibration_header(plan: CalibrationPlan, results: list[JobResult]) -> dict[str, Any]:
@@ -153,14 +168,16 @@ def calibration_header(plan: CalibrationPlan, results: list[JobResult]) -> dict[
     return {
         "input": {"path": str(plan.file), "digest": plan.digest},
         "graders": plan.graders,
+        "verifications": plan.verifications,
         "model": served_model(results),
     }
 
 
 def calibration_report(
-    items: list[GradedProof], results: list[JobResult]
+    items: list[GradedProof], results: list[JobResult], verifications: int = 0
 ) -> tuple[Agreement | None, list[dict[str, Any]]]:
-    """Agreement over the items whose grading run finished, and one row per item."""
+    """Agreement over the items whose grading run finished, and one row per item (with its
+    verifiers' verdicts when ``verifications`` were asked of each variant)."""
     by_item = {r.job.key: r for r in results}
     rows: list[dict[str, Any]] = []
     pairs: list[tuple[str, float, float]] = []
@@ -184,11 +201,88 @@ def calibration_report(
                 "status": done.status if done else "unfinished",
                 "error": done.error if done else "",
                 "run_dir": str(done.job.run_dir) if done else "",
+                "verifications": (
+                    given_verdicts(done.job.run_dir) if done and finished and verifications else {}
+                ),
             }
         )
         if model is not None:
             pairs.append((graded.item, graded.human, float(model)))
     return (agreement(pairs) if pairs else None), rows
+
+
+def given_verdicts(run_dir: Path) -> dict[str, list[str | None]]:
+    """A grading-only run's verdicts on its given proof, by verifier variant in call order:
+    "pass", "fail", or None where none could be read (the call failed, was cut off or was
+    not parsed)."""
+    _, state = read_state(run_dir)
+    calls = [c for c in state.calls.values() if c.lineage == GIVEN and c.role == "verifier"]
+    calls.sort(key=lambda c: int(c.call_id.rsplit(".", 1)[-1]))
+    verdicts: dict[str, list[str | None]] = {}
+    for call in calls:
+        facts = call.facts if call.status == "completed" else None
+        verdict = facts.verdict if isinstance(facts, VerificationFacts) else None
+        verdicts.setdefault(call.variant, []).append(verdict)
+    return verdicts
+
+
+def verifier_figures(rows: list[dict[str, Any]], per_variant: int) -> dict[str, Any] | None:
+    """Each verifier variant against the humans, from the items' recorded verdicts (None
+    when no verification was asked). A proof is flawed when humans graded it below 7; a
+    variant is blind to a flawed proof when every verdict it gave passed it."""
+    if not per_variant:
+        return None
+    graded = [row for row in rows if row["status"] == "finished" and row["verifications"]]
+    # in the variants' turn order, as the runs called them
+    names = list(dict.fromkeys(name for row in graded for name in row["verifications"]))
+    flawed = [row for row in graded if row["human"] < FULL_GRADE]
+    correct = [row for row in graded if row["human"] >= FULL_GRADE]
+
+    def given(row: dict[str, Any], name: str) -> list[str]:
+        return [v for v in row["verifications"].get(name, []) if v is not None]
+
+    blind: dict[str, list[float]] = {}  # name: 1.0 or 0.0 per flawed proof it judged
+    variants: dict[str, Any] = {}
+    for name in names:
+        on_flawed = [v for row in flawed for v in given(row, name)]
+        on_correct = [v for row in correct for v in given(row, name)]
+        blind[name] = [
+            float(all(v == "pass" for v in given(row, name))) for row in flawed if given(row, name)
+        ]
+        variants[name] = {
+            "verifications_of_flawed": len(on_flawed),
+            "fails_on_flawed": _share(on_flawed.count("fail"), len(on_flawed)),
+            "blind": _share(int(sum(blind[name])), len(blind[name])),
+            "verifications_of_correct": len(on_correct),
+            "fails_on_correct": _share(on_correct.count("fail"), len(on_correct)),
+            "no_verdict": sum(row["verifications"].get(name, []).count(None) for row in graded),
+        }
+    pairs: dict[str, float | None] = {}
+    judged_by_all = [row for row in flawed if all(given(row, name) for name in names)]
+    for i, first in enumerate(names):
+        for second in names[i + 1 :]:
+            both = [row for row in flawed if given(row, first) and given(row, second)]
+            a = [float(all(v == "pass" for v in given(row, first))) for row in both]
+            b = [float(all(v == "pass" for v in given(row, second))) for row in both]
+            pairs[f"{first}|{second}"] = pearson(a, b) if len(both) > 1 else None
+    defined = [r for r in pairs.values() if r is not None]
+    hidden = sum(
+        all(v == "pass" for name in names for v in given(row, name)) for row in judged_by_all
+    )
+    return {
+        "per_variant": per_variant,
+        "flawed_proofs": len(flawed),
+        "correct_proofs": len(correct),
+        "variants": variants,
+        "hidden_from_all": _share(hidden, len(judged_by_all)),
+        "hidden_count": [hidden, len(judged_by_all)],
+        "blind_correlation": pairs,
+        "mean_blind_correlation": sum(defined) / len(defined) if defined else None,
+    }
+
+
+def _share(part: int, whole: int) -> float | None:
+    return part / whole if whole else None
 
 
 def agreement_by_aggregation(rows: list[dict[str, Any]]) -> dict[str, Agreement | None]:
@@ -213,7 +307,11 @@ def _fmt(value: float | None) -> str:
 
 
 def calibration_markdown(
-    source: str, graders: int, agreed: Agreement | None, rows: list[dict[str, Any]]
+    source: str,
+    graders: int,
+    agreed: Agreement | None,
+    rows: list[dict[str, Any]],
+    verifiers: dict[str, Any] | None = None,
 ) -> str:
     lines = [
         f"# Grader calibration: {source}",
@@ -263,6 +361,8 @@ def calibration_markdown(
                 f"{_fmt(a.spearman)} | {a.mean_abs_error:.2f} | {a.bias:+.2f} |"
             )
         lines.append("")
+    if verifiers is not None:
+        lines += _verifier_lines(verifiers)
     lines += [
         "## Items",
         "",
@@ -288,9 +388,43 @@ def calibration_markdown(
     return "\n".join(lines)
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _verifier_lines(figures: dict[str, Any]) -> list[str]:
+    hidden, judged = figures["hidden_count"]
+    mean = figures["mean_blind_correlation"]
+    lines = [
+        "## Verifier variants",
+        "",
+        f"Each proof verified {figures['per_variant']} time(s) by each variant; "
+        f"{figures['flawed_proofs']} proof(s) humans graded below 7 (flawed), "
+        f"{figures['correct_proofs']} graded 7. Blind: a flawed proof the variant passed "
+        "every time.",
+        "",
+        "| variant | verifications of flawed | fails on flawed | blind | fails on correct |",
+        "|---|---|---|---|---|",
+    ]
+    for name, v in figures["variants"].items():
+        lines.append(
+            f"| {name} | {v['verifications_of_flawed']} | {_percent(v['fails_on_flawed'])} | "
+            f"{_percent(v['blind'])} | {_percent(v['fails_on_correct'])} |"
+        )
+    lines += [
+        "",
+        f"- hidden from every variant: {_percent(figures['hidden_from_all'])} ({hidden}/{judged})",
+        "- correlation of blind spots (mean over pairs): "
+        + ("undefined (no variance)" if mean is None else f"{mean:.3f}"),
+    ]
+    lines += [f"  - {pair}: {_fmt(r)}" for pair, r in figures["blind_correlation"].items()]
+    return [*lines, ""]
+
+
 def write_calibration(
     out_dir: Path, header: dict[str, Any], agreed: Agreement | None, rows: list[dict[str, Any]]
 ) -> tuple[Path, Path]:
+    verifiers = verifier_figures(rows, int(header.get("verifications") or 0))
     data = {
         "format": CALIBRATION_FORMAT,
         **header,
@@ -298,10 +432,13 @@ def write_calibration(
         "by_aggregation": {
             how: a.to_json() if a else None for how, a in agreement_by_aggregation(rows).items()
         },
+        "verifiers": verifiers,
         "items": rows,
     }
     json_path, md_path = out_dir / "calibration.json", out_dir / "calibration.md"
     write_atomic(json_path, json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
-    markdown = calibration_markdown(header["input"]["path"], header["graders"], agreed, rows)
+    markdown = calibration_markdown(
+        header["input"]["path"], header["graders"], agreed, rows, verifiers
+    )
     write_atomic(md_path, markdown.encode())
     return json_path, md_path

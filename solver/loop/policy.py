@@ -67,6 +67,9 @@ class PolicyConfig:
     evaluation_graders: int = 1
     evaluation_material: bool = True  # a reference solution or guidelines exist
     reconcile_spread: int = 2
+    # A grading-only run: verifications of the given proof by each verifier variant, run beside
+    # its grading (what `solver eval calibrate --verifications` measures the verifiers with).
+    given_verifications: int = 0
     variants: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # The search policy's settings (docs/bench-policy.md measures each in the policy lab).
     reverify_no_verdict: bool = False  # a verification without a verdict is issued again
@@ -1128,12 +1131,32 @@ def _selected(lineage: str, version: int, reason: str) -> Decision:
 def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
     assert state.selected is not None
     rules = cfg.evaluation_rules
+    checks, checking = _given_checks(state, cfg)
     calls = evaluation_step(state, rules)
-    if calls is None:
+    if calls is None and not checks and not checking:
         finish = _finish(state, state.selected, state.selection_reason)
         summary = evaluation_summary(state, rules)
         return Step(finish=RunEnd(finish.outcome, finish.selected, finish.reason, summary))
-    return Step(calls=calls)
+    return Step(calls=(*checks, *(calls or ())))
+
+
+# The lineage of a grading-only run's given proof (solver.run.session.record_inputs).
+GIVEN = "given"
+
+
+def _given_checks(state: RunState, cfg: PolicyConfig) -> tuple[list[CallPlanned], bool]:
+    """The verifications of a given proof still to start (``given_verifications`` by each
+    verifier variant, in the variants' turn), and whether any started is still running. They
+    judge nothing: a calibration reads their verdicts against the humans' grades."""
+    lineage = state.lineages.get(GIVEN)
+    if not cfg.given_verifications or lineage is None:
+        return [], False
+    variants = cfg.variants.get("verifier") or ("default",)
+    started = [c for c in state.calls.values() if c.lineage == GIVEN and c.role == "verifier"]
+    wanted = cfg.given_verifications * len(variants)
+    planned = _verifier_calls(GIVEN, 0, "verify", len(started), wanted - len(started), cfg)
+    checks = [c.model_copy(update={"phase": "evaluate"}) for c in planned]
+    return checks, any(c.status == "planned" for c in started)
 
 
 def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> RunEnd:

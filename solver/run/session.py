@@ -93,7 +93,8 @@ def policy_config(
     acceptance = settings.acceptance
     grading = settings.grading
     checker = has_checker(settings)
-    variants = len(roles.get_role("verifier").variants)
+    chosen = chosen_variants(settings)
+    variants = len(chosen["verifier"])
     rounds = [("verifier", "acceptance.verifications", acceptance.verifications)]
     if checker:  # the checker's final round is its own requests
         rounds.append((CHECKER, "acceptance.final_verifications", final_round(settings)))
@@ -138,12 +139,45 @@ def policy_config(
         evaluation_graders=settings.grading.evaluation_graders,
         evaluation_material=material,
         reconcile_spread=settings.grading.reconcile_spread,
+        given_verifications=grading.given_verifications,
         reconcile=grading.reconcile,
         aggregation=grading.aggregation,
         grading_scale=grading.scale,
         draft_scheme=scheme and grading.draft_scheme,
-        variants={name: roles.get_role(name).variants for name in roles.POLICY_KEYS},
+        variants=chosen,
     )
+
+
+# The roles whose calls take the prompt variants in turn, so a run may choose among them.
+ROTATING_ROLES = ("generator", "verifier")
+
+
+def chosen_variants(settings: Settings) -> dict[str, tuple[str, ...]]:
+    """Each policy key's prompt variants, in turn order: those ``roles.<role>.variants``
+    names for the generator and the verifier (and the keys that use their templates), every
+    variant that ships otherwise. InputError for a name no variant has, or for a role whose
+    variant the policy picks itself."""
+    chosen = {name: roles.get_role(name).variants for name in roles.POLICY_KEYS}
+    for role, role_settings in settings.roles.items():
+        names = role_settings.variants
+        if names is None:
+            continue
+        if role not in ROTATING_ROLES:
+            raise InputError(
+                f"roles.{role}.variants: only {' and '.join(ROTATING_ROLES)} calls take "
+                "variants in turn; remove the setting"
+            )
+        known = chosen[role]
+        unknown = [name for name in names if name not in known]
+        if unknown or len(set(names)) != len(names):
+            raise InputError(
+                f"roles.{role}.variants {names!r}: each must be one of {', '.join(known)}, "
+                "named once"
+            )
+        for key in chosen:
+            if key == role or key.startswith(f"{role}:"):
+                chosen[key] = tuple(names)
+    return chosen
 
 
 def _lineage_cap(settings: Settings) -> int:
@@ -534,6 +568,8 @@ async def start_run(
     if given_proof is not None:
         evaluation = True
     endpoint, recorded_endpoint = resolve_endpoint(settings)
+    # settings the policy cannot take are refused before the run is written
+    policy_config(settings, evaluation=evaluation, material=False)
     run_id = new_run_id()
     if run_dir is None:
         stem = _slug(problem_path.stem if problem_path else problem.id)

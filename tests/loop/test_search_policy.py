@@ -194,6 +194,46 @@ def test_temperature_zero_with_more_verifications_than_variants_is_refused(
         solve(fake, tmp_path, acceptance__verifications=3, **checker)
 
 
+def test_a_run_verifies_with_the_variants_it_names_in_their_order(tmp_path: Path) -> None:
+    with ScriptedEndpoint(scripts.solved) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__verifications=3,
+            **{"roles.verifier.variants": ["adversarial", "stepwise"]},
+        )
+    state = state_of(outcome.run_dir)
+    verifications = sorted(
+        (c for c in state.calls.values() if c.role == "verifier" and c.lineage == "L0"),
+        key=lambda c: c.call_id,
+    )
+    assert [c.variant for c in verifications[:3]] == ["adversarial", "stepwise", "adversarial"]
+    generators = {c.variant for c in state.calls.values() if c.role == "generator"}
+    assert generators == {"direct"}  # the generator's stay as they ship
+    audit_ok(outcome.run_dir)
+    # one variant at temperature 0 leaves one distinct verification
+    one = {"roles.verifier.variants": ["stepwise"], "roles.verifier.temperature": 0.0}
+    with ScriptedEndpoint(scripts.solved) as fake, pytest.raises(InputError, match="only 1"):
+        solve(fake, tmp_path, acceptance__verifications=2, **one)
+
+
+@pytest.mark.parametrize(
+    ("key", "names", "message"),
+    [
+        ("roles.verifier.variants", ["stepwise", "lenient"], "one of stepwise, adversarial"),
+        ("roles.verifier.variants", ["stepwise", "stepwise"], "named once"),
+        ("roles.grader.variants", ["standard"], "only generator and verifier"),
+    ],
+)
+def test_a_variant_choice_the_roles_cannot_take_is_refused(
+    tmp_path: Path, key: str, names: list[str], message: str
+) -> None:
+    with ScriptedEndpoint(scripts.solved) as fake, pytest.raises(InputError, match=message):
+        solve(fake, tmp_path, **{key: names})
+    assert not any(tmp_path.rglob("journal.jsonl"))  # refused before the run was written
+
+
 def reviser_comments(request: RecordedRequest) -> Reply:
     if scripts.role_of(request) == "reviser":
         return scripts.proof_reply("Fixing C1: " + scripts.GOOD_PROOF)

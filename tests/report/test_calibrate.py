@@ -11,7 +11,10 @@ from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
 from solver.evaluation import agreement, load_graded, pearson, ranks
-from solver.testing import FakeEndpoint
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Reply
+from tests.loop.harness import audit_ok
+from tests.loop.scripts import FLAW_FINDING, json_reply, role_of
 from tests.report.responders import calibration_grader, pair_grader
 
 DATA = Path(__file__).parent / "data"
@@ -149,3 +152,83 @@ def test_calibrate_reports_agreement_per_aggregation_from_recorded_grades(
     markdown = (out / "calibration.md").read_text()
     assert "## Agreement per aggregation" in markdown
     assert "| mean | 4 | 0.0% | 100.0% |" in markdown
+
+
+def variant_verifier(request: RecordedRequest) -> Reply:
+    """Each verifier variant has its own blind spots: the stepwise one ("meticulous") fails a
+    proof marked FLAW, the adversarial one ("sceptical") FLAW and SUBTLE, the structure-first
+    one ("careful") nothing; graders read the GRADE marker."""
+    if role_of(request) != "verifier":
+        return calibration_grader(request)
+    text, system = request.user_text, request.system_text
+    seen = {"meticulous": ("FLAW",), "sceptical": ("FLAW", "SUBTLE")}
+    marks = next((m for word, m in seen.items() if word in system), ())
+    fails = any(mark in text for mark in marks)
+    findings = [FLAW_FINDING] if fails else []
+    return json_reply("Analysis.", {"findings": findings, "verdict": "fail" if fails else "pass"})
+
+
+def test_calibrate_measures_each_verifier_variant_on_proofs_humans_graded(tmp_path: Path) -> None:
+    file = tmp_path / "graded.jsonl"
+    rows = [
+        ("p1", "Complete. GRADE=7", 7),
+        ("p2", "FLAW here. GRADE=0", 0),
+        ("p3", "SUBTLE gap. GRADE=2", 2),
+        ("p4", "DEEP gap. GRADE=1", 1),
+    ]
+    file.write_text(
+        "".join(
+            json.dumps({"id": i, "problem": f"Show {i}.", "proof": proof, "human_grade": human})
+            + "\n"
+            for i, proof, human in rows
+        )
+    )
+    out = tmp_path / "cal"
+    with FakeEndpoint(variant_verifier) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        result = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "2"])
+        verifier_calls = sum(role_of(r) == "verifier" for r in fake.requests)
+    assert result.exit_code == 0, result.output
+    assert verifier_calls == 4 * 3 * 2  # every proof, every variant, twice
+    data = json.loads((out / "calibration.json").read_text())
+    assert data["items"][1]["verifications"]["adversarial"] == ["fail", "fail"]
+    figures = data["verifiers"]
+    assert figures["per_variant"] == 2 and figures["flawed_proofs"] == 3
+    by_variant = figures["variants"]
+    # flawed: p2 (all but structure-first see it), p3 (adversarial alone), p4 (none)
+    assert by_variant["stepwise"]["fails_on_flawed"] == pytest.approx(2 / 6)
+    assert by_variant["stepwise"]["blind"] == pytest.approx(2 / 3)
+    assert by_variant["adversarial"]["blind"] == pytest.approx(1 / 3)
+    assert by_variant["structure-first"]["blind"] == 1.0
+    assert all(v["fails_on_correct"] == 0.0 for v in by_variant.values())
+    assert figures["hidden_from_all"] == pytest.approx(1 / 3)  # p4
+    # blind indicators over p2, p3, p4: stepwise 0,1,1; adversarial 0,0,1; structure 1,1,1
+    pairs = figures["blind_correlation"]
+    assert pairs["stepwise|adversarial"] == pytest.approx(0.5)
+    assert pairs["stepwise|structure-first"] is None  # structure-first is blind to all
+    assert figures["mean_blind_correlation"] == pytest.approx(0.5)
+    markdown = (out / "calibration.md").read_text()
+    assert "## Verifier variants" in markdown
+    assert "| adversarial | 6 | 66.7% | 33.3% | 0.0% |" in markdown
+    assert "hidden from every variant: 33.3% (1/3)" in markdown
+    for row in data["items"]:  # the verifications are audited like any other call
+        audit_ok(Path(row["run_dir"]))
+    # the directory holds verifications of 2 a variant: another count is refused
+    refused = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "3"])
+    assert refused.exit_code == 2 and "given_verifications was 2, now 3" in refused.output
+
+
+def test_calibrate_without_verifications_asks_for_none(tmp_path: Path) -> None:
+    file = tmp_path / "graded.jsonl"
+    file.write_text(json.dumps({"id": "p", "problem": "P.", "proof": "GRADE=7", "human_grade": 7}))
+    out = tmp_path / "cal"
+    with FakeEndpoint(variant_verifier) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        result = CliRunner().invoke(eval_group, [*args, "--graders", "1"])
+        assert not any(role_of(r) == "verifier" for r in fake.requests)
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "calibration.json").read_text())
+    assert (
+        data["verifiers"] is None
+        and "## Verifier variants" not in (out / "calibration.md").read_text()
+    )
