@@ -180,6 +180,8 @@ POLICIES: tuple[Policy, ...] = (
             "acceptance.abandon_on_recurring": False,  # no recurrence rule in agent.py
             "acceptance.accepted_needed": 1,  # agent.py:643-648 stops at the first success
             "concurrency": 50,  # every agent's verification in flight at once
+            # agent.py: one verification_system_prompt; "meticulous grader" is stepwise's
+            "roles.verifier.variants": ["stepwise"],
         },
         baseline=True,
     ),
@@ -194,6 +196,8 @@ POLICIES: tuple[Policy, ...] = (
             "acceptance.accepted_needed": 1,  # main.py:222 stops when a mean score is 1
             "acceptance.max_lineages": 64,
             "concurrency": 256,  # main.py:37 320 verification processes
+            # inference/main.py: the one proof_verification template
+            "roles.verifier.variants": ["stepwise"],
         },
         baseline=True,
     ),
@@ -505,7 +509,7 @@ def summarise(
                 false_accepts += 1
                 false_wrong += proof.wrong_approach
                 false_later += later
-                cause = false_accept_cause(state, lineage.lineage, version, proof, checked)
+                cause = false_accept_cause(state, lab, lineage.lineage, version, proof, checked)
                 causes[cause] = causes.get(cause, 0) + 1
         elif lineage.abandoned and lineage.latest is not None:
             abandoned += 1
@@ -583,7 +587,12 @@ def _calls_by_call_role(state: RunState) -> dict[str, int]:
 
 
 def false_accept_cause(
-    state: RunState, lineage: str, version: int, proof: ProofState, checked: bool = False
+    state: RunState,
+    lab: LabModel,
+    lineage: str,
+    version: int,
+    proof: ProofState,
+    checked: bool = False,
 ) -> str:
     """Why a flawed proof was accepted: ``overturned`` (a verifier reported one of its real
     flaws and the reviewer rejected the finding), ``missed`` (a flaw verifiers can see was
@@ -594,7 +603,9 @@ def false_accept_cause(
         for finding in findings_of(call):
             if any(mark in finding.location for mark in marks):
                 return "overturned"
-    hidden = proof.hidden_from_both if checked else proof.hidden
+    hidden = lab.hidden(proof)
+    if checked:
+        hidden = hidden and all(flaw.detect_other == 0.0 for flaw in proof.flaws)
     return "hidden" if hidden else "missed"
 
 
@@ -998,6 +1009,9 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     "selector_accuracy": ("roles", (0.5, 0.9)),
     # unaimed repairs of a flaw the run's family cannot see (docs/bench-policy.md, "Parameters")
     "hidden_repair": ("roles", (0.0, 1.0)),
+    # how far the verifier variants' blind spots are one another's: 1 the centre, all shared
+    # (docs/bench-policy.md, "Blind spots of the verifier variants")
+    "variant_correlation": ("roles", (0.0, 0.5)),
 }
 
 

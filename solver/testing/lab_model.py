@@ -133,6 +133,14 @@ class RoleParams:
     # 0 the default; 1 the lab before this parameter, where rewriting fixed a hidden step as
     # often as any other (range 0 to 1, in the sweep; docs/bench-policy.md, "Parameters").
     hidden_repair: float = 0.0
+    # How far the blind spots of one prompt of the run's family (a verifier variant, the
+    # grader, the selector) are another's: 1 a flaw hidden from one is hidden from all, as in
+    # the lab before this parameter (DSM-V2's P6 passed 64 verifications, all of one prompt);
+    # below 1 a flaw's blindness is shared with this chance, and otherwise each prompt draws
+    # its own with the problem's p_hidden, so two prompts' blind spots correlate by this value
+    # and each keeps the problem's share. Range 0 to 1, not measured (docs/bench-policy.md,
+    # "Blind spots of the verifier variants").
+    variant_correlation: float = 1.0
     # What a thinking budget costs: a call whose reasoning the budget cut to a share f of what
     # it would have used loses each piece of its work with ``budget_cost * (1 - f)``. A
     # writer's proof gets a further flaw with that chance (a step the cut reasoning did not
@@ -176,16 +184,6 @@ class ProofState:
     @property
     def correct(self) -> bool:
         return not self.flaws
-
-    @property
-    def hidden(self) -> bool:
-        """Flawed, and no verification can find any of its flaws."""
-        return bool(self.flaws) and all(f.detect == 0.0 for f in self.flaws)
-
-    @property
-    def hidden_from_both(self) -> bool:
-        """Flawed, and neither the run's family nor the checker's can find any of its flaws."""
-        return self.hidden and all(f.detect_other == 0.0 for f in self.flaws)
 
     @property
     def wrong_approach(self) -> bool:
@@ -261,6 +259,7 @@ class LabModel:
         self.calls_by_role: dict[str, int] = {}
         self._seen: dict[str, int] = {}
         self.log: list[tuple[str, str, int]] = []  # (role, body digest, occurrence) in order
+        self.verifier_views: set[str] = set()  # the verifier prompts of the run's family seen
         self._lock = threading.Lock()  # FakeEndpoint answers from its server threads
 
     # ------------------------------------------------------------ plumbing
@@ -513,6 +512,26 @@ class LabModel:
             return self.problem.fix
         return self.roles.revise_collateral_fix * self._unaimed(flaw)
 
+    def _detect(self, flaw: Flaw, view: str) -> float:
+        """What the prompt ``view`` of the run's family finds ``flaw`` with: the flaw's own
+        draw when blind spots are shared (always, at ``variant_correlation`` 1), else one of
+        the prompt's own, from a stream keyed on the flaw and the prompt (the session's other
+        draws stay as they were)."""
+        if self.roles.variant_correlation >= 1.0:
+            return flaw.detect
+        draws = _Draws(f"{self.seed}|{self.problem.name}|view|{flaw.key}".encode())
+        if draws.chance(self.roles.variant_correlation):
+            return flaw.detect
+        own = draws.branch(view.encode())
+        return 0.0 if own.chance(self.problem.p_hidden) else self.problem.detect
+
+    def hidden(self, proof: ProofState) -> bool:
+        """Flawed, and no verifier prompt the run used can find any of its flaws."""
+        views = sorted(self.verifier_views) or [""]
+        return bool(proof.flaws) and all(
+            self._detect(flaw, view) == 0.0 for flaw in proof.flaws for view in views
+        )
+
     def _unaimed(self, flaw: Flaw) -> float:
         """The share of an unaimed repair's chance that reaches ``flaw``: all of it for a flaw
         the run's family can see, ``hidden_repair`` for one it cannot."""
@@ -529,9 +548,15 @@ class LabModel:
         if not found:
             return "The text contains no proof."
         proof = found[0]
+        view = _view_of(request)
+        if family == "own":
+            with self._lock:
+                self.verifier_views.add(view)
         findings: list[dict[str, str]] = []
         for flaw in proof.flaws:
-            if draws.chance(keep * (flaw.detect if family == "own" else flaw.detect_other)):
+            if draws.chance(
+                keep * (self._detect(flaw, view) if family == "own" else flaw.detect_other)
+            ):
                 findings.append(
                     {
                         "id": f"F{len(findings) + 1}",
@@ -587,17 +612,19 @@ class LabModel:
             )
         return f"Review.\n\n```json\n{json.dumps({'reviews': reviews})}\n```"
 
-    def _judged(self, proof: ProofState, draws: _Draws) -> int:
+    def _judged(self, proof: ProofState, draws: _Draws, judge: str) -> int:
         """The score a judge of the run's family reads: it sees each flaw as that family's
-        verifiers do, and a proof whose flaws it all misses reads as a full proof."""
+        verifiers do (``judge`` is its prompt, with blind spots of its own when
+        ``variant_correlation`` is below 1), and a proof whose flaws it all misses reads as a
+        full proof."""
         if self.roles.judges_see_truth >= 0.5:
             return proof.score
-        seen = [draws.chance(flaw.detect) for flaw in proof.flaws]  # one draw a flaw
+        seen = [draws.chance(self._detect(flaw, judge)) for flaw in proof.flaws]  # one a flaw
         return proof.score if any(seen) else 7
 
     def _grade(self, request: RecordedRequest, draws: _Draws) -> str:
         found = self.proofs_in(request.user_text)
-        score = self._judged(found[0], draws) if found else 0
+        score = self._judged(found[0], draws, "grader") if found else 0
         if draws.chance(self.roles.grader_noise):
             score += 1 if draws.chance(0.5) else -1
         score = min(max(score, 0), 7)
@@ -617,7 +644,7 @@ class LabModel:
     def _pick_best(self, found: list[ProofState], draws: _Draws) -> int:
         """The selector's choice: with its accuracy, the best proof as it reads them (a tie
         broken at random, since proofs it reads alike give it nothing to go on); else any."""
-        judged = [self._judged(proof, draws) for proof in found]
+        judged = [self._judged(proof, draws, "selector") for proof in found]
         if draws.chance(self.roles.selector_accuracy):
             best = [i for i, score in enumerate(judged) if score == max(judged)]
             # the earlier lab's all-knowing judge took the first of equals, with no draw
@@ -629,6 +656,13 @@ class LabModel:
 _WRITERS = ("generator", "reviser", "recombiner")
 # The answer's share of a call's output tokens for the other roles; the rest is reasoning.
 _ANSWER_SHARE = 0.2
+
+
+def _view_of(request: RecordedRequest) -> str:
+    """A verifier request's prompt, named by its system prompt's first line (each variant
+    opens with its own)."""
+    first = request.system_text.split("\n", 1)[0]
+    return hashlib.sha256(first.encode()).hexdigest()[:12]
 
 
 def _draw_key(request: RecordedRequest) -> bytes:

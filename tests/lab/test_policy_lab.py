@@ -14,6 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from solver.config import resolve_settings
+from solver.run.session import policy_config
 from solver.testing import LabModel, ProblemParams, RecordedRequest, RoleParams
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -161,6 +163,15 @@ def test_false_accepts_of_invisible_flaws_are_counted_as_hidden(tmp_path: Path) 
     assert f"{s.accepted}/{s.accepted}" in out
 
 
+@pytest.mark.parametrize("name", ["hy", "dsm"])
+def test_the_baselines_verify_with_one_prompt_as_their_code_does(tmp_path: Path, name: str) -> None:
+    chosen = next(p for p in policy.POLICIES if p.name == name)
+    resolved = resolve_settings(flags=policy.settings_for(tmp_path, chosen, 1, 9), env={})
+    config = policy_config(resolved.settings, evaluation=False, material=False)
+    assert config.variants["verifier"] == config.variants["verifier:check"] == ("stepwise",)
+    assert len(config.variants["generator"]) == 3  # their writers are not the point here
+
+
 def test_the_stop_check_counts_a_search_that_gave_up_with_budget_left(tmp_path: Path) -> None:
     """Lineages capped at 3 x candidates (the defaults before issue 19) and every proof on a
     wrong approach: the old rules run out of lineages long before the budget, and the check
@@ -223,6 +234,40 @@ def test_a_checkers_blind_spots_are_as_many_as_configured_and_correlated_as_conf
         drawn[rho, share] = [(f.key, f.detect) for f in flaws]
     # the first family's draws do not depend on the checker's parameters
     assert len({tuple(v) for v in drawn.values()}) == 1
+
+
+def test_verifier_variants_share_blind_spots_as_far_as_variant_correlation_says() -> None:
+    # one flaw a proof, visible with certainty unless hidden (p_hidden 0.3)
+    half = ProblemParams("H", p_correct=0.0, p_critical=1.0, detect=1.0, p_hidden=0.3, fix=0.5)
+    quiet = RoleParams(false_alarm=0.0, minor_rate=0.0, no_verdict=0.0)
+    stepwise = "You are a meticulous grader: find every error and every gap."
+    adversarial = "You are a sceptical grader: find every error and every gap."
+    for rho in (1.0, 0.5, 0.0):
+        lab = LabModel(half, replace(quiet, variant_correlation=rho), seed=5)
+        blind = {stepwise: 0, adversarial: 0}
+        both = hidden = 0
+        proofs = 1500
+        for i in range(proofs):
+            proof = lab(_request(GENERATOR_SYSTEM, f"Problem {i}.")).text
+            (state,) = lab.proofs_in(proof)
+            if len(state.flaws) > 1:
+                continue  # the second flaw, when drawn, would blur the count
+            passed = {}
+            for system in blind:
+                text = lab(_request(system, f"# Proof\n\n{proof}")).text
+                passed[system] = '"verdict": "pass"' in text
+                blind[system] += passed[system]
+            both += all(passed.values())
+            hidden += lab.hidden(state)
+        single = proofs - sum(1 for s in lab.proofs.values() if len(s.flaws) > 1)
+        for count in blind.values():
+            assert abs(count / single - 0.3) < 0.04  # each variant keeps the problem's share
+        # P(both blind) = p^2 + rho p (1 - p): shared with chance rho, else independent
+        assert abs(both / single - (0.09 + rho * 0.21)) < 0.04
+        assert hidden == both  # hidden: no variant the run used sees the flaw
+        if rho == 1.0:  # the lab before the parameter: the flaw's own draw, for every variant
+            flaws = [f for state in lab.proofs.values() for f in state.flaws]
+            assert all(lab._detect(f, "any") == f.detect for f in flaws)
 
 
 def test_a_checker_with_complementary_blind_spots_fails_what_the_run_passes() -> None:
