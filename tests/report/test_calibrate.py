@@ -111,6 +111,17 @@ def test_calibrate_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "not within 0-7" in result.output
 
 
+def _write_graded(file: Path, rows: list[tuple[str, str, int]]) -> None:
+    """A JSON Lines file of (id, proof, human grade), each problem "Show <id>."."""
+    file.write_text(
+        "".join(
+            json.dumps({"id": i, "problem": f"Show {i}.", "proof": proof, "human_grade": human})
+            + "\n"
+            for i, proof, human in rows
+        )
+    )
+
+
 def test_calibrate_reports_agreement_per_aggregation_from_recorded_grades(
     tmp_path: Path,
 ) -> None:
@@ -122,13 +133,7 @@ def test_calibrate_reports_agreement_per_aggregation_from_recorded_grades(
         ("p3", "GRADES=01", 0),
         ("p4", "GRADES=32", 2),
     ]
-    file.write_text(
-        "".join(
-            json.dumps({"id": i, "problem": f"Show {i}.", "proof": proof, "human_grade": human})
-            + "\n"
-            for i, proof, human in rows
-        )
-    )
+    _write_graded(file, rows)
     out = tmp_path / "cal"
     with FakeEndpoint(pair_grader()) as fake:
         args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
@@ -176,13 +181,7 @@ def test_calibrate_measures_each_verifier_variant_on_proofs_humans_graded(tmp_pa
         ("p3", "SUBTLE gap. GRADE=2", 2),
         ("p4", "DEEP gap. GRADE=1", 1),
     ]
-    file.write_text(
-        "".join(
-            json.dumps({"id": i, "problem": f"Show {i}.", "proof": proof, "human_grade": human})
-            + "\n"
-            for i, proof, human in rows
-        )
-    )
+    _write_graded(file, rows)
     out = tmp_path / "cal"
     with FakeEndpoint(variant_verifier) as fake:
         args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
