@@ -241,34 +241,33 @@ def verifier_figures(rows: list[dict[str, Any]], per_variant: int) -> dict[str, 
     def given(row: dict[str, Any], name: str) -> list[str]:
         return [v for v in row["verifications"].get(name, []) if v is not None]
 
-    blind: dict[str, list[float]] = {}  # name: 1.0 or 0.0 per flawed proof it judged
+    def blind(row: dict[str, Any], *names: str) -> float:
+        """1.0 when every verdict of these variants on the row passed its proof."""
+        return float(all(v == "pass" for name in names for v in given(row, name)))
+
     variants: dict[str, Any] = {}
     for name in names:
         on_flawed = [v for row in flawed for v in given(row, name)]
         on_correct = [v for row in correct for v in given(row, name)]
-        blind[name] = [
-            float(all(v == "pass" for v in given(row, name))) for row in flawed if given(row, name)
-        ]
+        judged = [row for row in flawed if given(row, name)]
         variants[name] = {
             "verifications_of_flawed": len(on_flawed),
             "fails_on_flawed": _share(on_flawed.count("fail"), len(on_flawed)),
-            "blind": _share(int(sum(blind[name])), len(blind[name])),
+            "blind": _share(int(sum(blind(row, name) for row in judged)), len(judged)),
             "verifications_of_correct": len(on_correct),
             "fails_on_correct": _share(on_correct.count("fail"), len(on_correct)),
             "no_verdict": sum(row["verifications"].get(name, []).count(None) for row in graded),
         }
     pairs: dict[str, float | None] = {}
-    judged_by_all = [row for row in flawed if all(given(row, name) for name in names)]
     for i, first in enumerate(names):
         for second in names[i + 1 :]:
             both = [row for row in flawed if given(row, first) and given(row, second)]
-            a = [float(all(v == "pass" for v in given(row, first))) for row in both]
-            b = [float(all(v == "pass" for v in given(row, second))) for row in both]
+            a = [blind(row, first) for row in both]
+            b = [blind(row, second) for row in both]
             pairs[f"{first}|{second}"] = pearson(a, b) if len(both) > 1 else None
     defined = [r for r in pairs.values() if r is not None]
-    hidden = sum(
-        all(v == "pass" for name in names for v in given(row, name)) for row in judged_by_all
-    )
+    judged_by_all = [row for row in flawed if all(given(row, name) for name in names)]
+    hidden = int(sum(blind(row, *names) for row in judged_by_all))
     return {
         "per_variant": per_variant,
         "flawed_proofs": len(flawed),

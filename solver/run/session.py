@@ -39,7 +39,7 @@ from solver.loop.engine import (
     wait_for_endpoint,
 )
 from solver.loop.finish import write_finish
-from solver.loop.policy import PolicyConfig
+from solver.loop.policy import GIVEN, PolicyConfig
 from solver.loop.state import RunState
 from solver.problems import Problem
 from solver.records import (
@@ -642,12 +642,12 @@ def record_inputs(
                 kind="proof_text",
                 blob=recorder.blob(given_proof.encode()),
                 producer="input",
-                lineage="given",
+                lineage=GIVEN,
                 version=0,
             )
         )
     if state.selected is None:
-        recorder.append(Decision(kind="selected", lineage="given", version=0, reason="given proof"))
+        recorder.append(Decision(kind="selected", lineage=GIVEN, version=0, reason="given proof"))
     if state.phase == "solve":
         recorder.append(Decision(kind="phase", phase="evaluate", reason="grading only"))
 
