@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from calibrated import lab_moves  # bench/calibrated.py, beside this script
+
 from solver._util.ids import uuid7
 from solver.audit import audit_run
 from solver.config import ResolvedSettings, resolve_settings
@@ -790,7 +792,7 @@ def table(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
     head = (
         f"{'policy':<9}{'strict ' + most:>20}{'partial ' + most:>20}{'false acc':>10}"
         f"{'decode M':>10}{'prefill M':>10}{'dec/correct':>12}{'wall h':>8}{'calls':>7}"
-        f"{'audit':>7}"
+        f"{'audit':>9}"
     )
     lines = [head]
     for policy in policies:
@@ -819,7 +821,7 @@ def table(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
             f"{policy.name:<9}{f'{sm:5.1f} [{slo:4.1f},{shi:4.1f}]':>20}"
             f"{f'{pm:5.1f} [{plo:4.1f},{phi:4.1f}]':>20}"
             f"{(f'{false / accepted:.1%}' if accepted else '-'):>10}"
-            f"{decode:10.2f}{prefill:10.2f}{per_correct:12.2f}{wall:8.2f}{calls:7.0f}{audit:>7}"
+            f"{decode:10.2f}{prefill:10.2f}{per_correct:12.2f}{wall:8.2f}{calls:7.0f}{audit:>9}"
         )
     return "\n".join(lines)
 
@@ -1093,10 +1095,12 @@ def sweep(
     problems: tuple[ProblemParams, ...] = PROBLEMS,
     jobs: int = 1,
     out: Callable[[str], None] = print,
+    base: tuple[RoleParams, GpuModel] | None = None,
 ) -> None:
-    """Each uncertain parameter at both ends of its range, the others central: every policy's
-    strict score, then every other policy against each baseline (the difference and its 95%
-    interval; ``win``/``LOSS`` when the interval excludes 0, ``~`` otherwise)."""
+    """Each uncertain parameter at both ends of its range, the others at ``base`` (else
+    central; ``problems`` carry their own moves): every policy's strict score, then every
+    other policy against each baseline (the difference and its 95% interval; ``win``/``LOSS``
+    when the interval excludes 0, ``~`` otherwise)."""
     baselines = [p for p in policies if p.baseline]
     others = [p for p in policies if not p.baseline]
     pairs = [(o, b) for o in others for b in baselines]
@@ -1116,7 +1120,7 @@ def sweep(
         for value in values
     ]
     for name, value in cells_wanted:
-        roles, gpu, cell = swept(name, value, problems)
+        roles, gpu, cell = swept(name, value, problems, base)
         got = run_all(
             policies, sessions, budget, roles, gpu, audit_every=0, problems=cell, jobs=jobs
         )
@@ -1164,6 +1168,12 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="NAME=VALUE",
         help="a lab parameter moved to VALUE for the table (e.g. p_hidden=0.5); repeatable",
+    )
+    parser.add_argument(
+        "--calibration",
+        metavar="FILE",
+        help="the lab's verifier parameters measured by solver eval calibrate --verifications N "
+        "(its calibration.json); --lab moves apply after it",
     )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--audit-every", type=int, default=5, help="audit every Nth session")
@@ -1215,6 +1225,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no such problem in {args.problems or args.sweep_problems}", file=sys.stderr)
         return 2
     roles, gpu = RoleParams(), GpuModel()
+    moves: list[tuple[str, float]] = []
+    if args.calibration:
+        try:
+            measured, lines = lab_moves(Path(args.calibration))
+        except ValueError as exc:
+            print(f"--calibration: {exc}", file=sys.stderr)
+            return 2
+        print("\n".join(lines))
+        moves.extend(measured)
     moved: list[str] = []
     for item in args.lab:
         name, sep, value = item.partition("=")
@@ -1227,14 +1246,20 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError:
             print(f"--lab {name} wants a number, not {value!r}", file=sys.stderr)
             return 2
-        roles, gpu, problems = swept(name, number, problems, (roles, gpu))
+        moves.append((name, number))
         moved.append(f"{name} = {value}")
+    for name, number in moves:
+        roles, gpu, problems = swept(name, number, problems, (roles, gpu))
+        _, _, sweep_problems = swept(name, number, sweep_problems, (roles, gpu))
     if moved:
         print(f"lab parameters moved: {', '.join(moved)} (the others central)")
+    base = (roles, gpu)
+    only = tuple(p for p in args.sweep_params.split(",") if p)
     if args.sweep_only:
         print(sweep_heading(args.sweep_sessions, sweep_problems))
-        only = tuple(p for p in args.sweep_params.split(",") if p)
-        sweep(chosen, args.sweep_sessions, args.budget, only, sweep_problems, args.jobs, _flush)
+        sweep(
+            chosen, args.sweep_sessions, args.budget, only, sweep_problems, args.jobs, _flush, base
+        )
         return 0
     sessions = run_all(
         chosen,
@@ -1290,7 +1315,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep:
         print()
         print(sweep_heading(args.sweep_sessions, sweep_problems))
-        sweep(chosen, args.sweep_sessions, args.budget, (), sweep_problems, args.jobs, _flush)
+        sweep(
+            chosen, args.sweep_sessions, args.budget, only, sweep_problems, args.jobs, _flush, base
+        )
     if failed:
         print(f"\n{len(failed)} audited sessions FAILED the audit", file=sys.stderr)
         return 1

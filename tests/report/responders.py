@@ -8,8 +8,10 @@ sees. Problems whose statement contains ``HARD`` never get a complete proof.
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from solver.testing import RecordedRequest
 from solver.testing.fake_endpoint import Reply
@@ -22,6 +24,8 @@ __all__ = [
     "olympiad",
     "pair_grader",
     "slow",
+    "variant_verifier",
+    "write_graded",
 ]
 
 FLAW = "FLAW: we also assume without proof that $a=b$."
@@ -126,3 +130,29 @@ def pair_grader() -> Callable[[RecordedRequest], Reply]:
         return olympiad(request)
 
     return answer
+
+
+def variant_verifier(request: RecordedRequest) -> Reply:
+    """Each verifier variant has its own blind spots: the stepwise one ("meticulous") fails a
+    proof marked FLAW, the adversarial one ("sceptical") FLAW and SUBTLE, the structure-first
+    one ("careful") only ODD, a false alarm where the proof is correct; graders read the GRADE
+    marker."""
+    if role_of(request) != "verifier":
+        return calibration_grader(request)
+    text, system = request.user_text, request.system_text
+    seen = {"meticulous": ("FLAW",), "sceptical": ("FLAW", "SUBTLE"), "careful": ("ODD",)}
+    marks = next((m for word, m in seen.items() if word in system), ())
+    fails = any(mark in text for mark in marks)
+    findings = [FLAW_FINDING] if fails else []
+    return json_reply("Analysis.", {"findings": findings, "verdict": "fail" if fails else "pass"})
+
+
+def write_graded(file: Path, rows: list[tuple[str, str, int]]) -> None:
+    """A JSON Lines file of (id, proof, human grade), each problem "Show <id>."."""
+    file.write_text(
+        "".join(
+            json.dumps({"id": i, "problem": f"Show {i}.", "proof": proof, "human_grade": human})
+            + "\n"
+            for i, proof, human in rows
+        )
+    )

@@ -11,11 +11,15 @@ from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
 from solver.evaluation import agreement, load_graded, pearson, ranks
-from solver.testing import FakeEndpoint, RecordedRequest
-from solver.testing.fake_endpoint import Reply
+from solver.testing import FakeEndpoint
 from tests.loop.harness import audit_ok
-from tests.loop.scripts import FLAW_FINDING, json_reply, role_of
-from tests.report.responders import calibration_grader, pair_grader
+from tests.loop.scripts import role_of
+from tests.report.responders import (
+    calibration_grader,
+    pair_grader,
+    variant_verifier,
+    write_graded,
+)
 
 DATA = Path(__file__).parent / "data"
 
@@ -111,17 +115,6 @@ def test_calibrate_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "not within 0-7" in result.output
 
 
-def _write_graded(file: Path, rows: list[tuple[str, str, int]]) -> None:
-    """A JSON Lines file of (id, proof, human grade), each problem "Show <id>."."""
-    file.write_text(
-        "".join(
-            json.dumps({"id": i, "problem": f"Show {i}.", "proof": proof, "human_grade": human})
-            + "\n"
-            for i, proof, human in rows
-        )
-    )
-
-
 def test_calibrate_reports_agreement_per_aggregation_from_recorded_grades(
     tmp_path: Path,
 ) -> None:
@@ -133,7 +126,7 @@ def test_calibrate_reports_agreement_per_aggregation_from_recorded_grades(
         ("p3", "GRADES=01", 0),
         ("p4", "GRADES=32", 2),
     ]
-    _write_graded(file, rows)
+    write_graded(file, rows)
     out = tmp_path / "cal"
     with FakeEndpoint(pair_grader()) as fake:
         args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
@@ -159,20 +152,6 @@ def test_calibrate_reports_agreement_per_aggregation_from_recorded_grades(
     assert "| mean | 4 | 0.0% | 100.0% |" in markdown
 
 
-def variant_verifier(request: RecordedRequest) -> Reply:
-    """Each verifier variant has its own blind spots: the stepwise one ("meticulous") fails a
-    proof marked FLAW, the adversarial one ("sceptical") FLAW and SUBTLE, the structure-first
-    one ("careful") nothing; graders read the GRADE marker."""
-    if role_of(request) != "verifier":
-        return calibration_grader(request)
-    text, system = request.user_text, request.system_text
-    seen = {"meticulous": ("FLAW",), "sceptical": ("FLAW", "SUBTLE")}
-    marks = next((m for word, m in seen.items() if word in system), ())
-    fails = any(mark in text for mark in marks)
-    findings = [FLAW_FINDING] if fails else []
-    return json_reply("Analysis.", {"findings": findings, "verdict": "fail" if fails else "pass"})
-
-
 def test_calibrate_measures_each_verifier_variant_on_proofs_humans_graded(tmp_path: Path) -> None:
     file = tmp_path / "graded.jsonl"
     rows = [
@@ -181,7 +160,7 @@ def test_calibrate_measures_each_verifier_variant_on_proofs_humans_graded(tmp_pa
         ("p3", "SUBTLE gap. GRADE=2", 2),
         ("p4", "DEEP gap. GRADE=1", 1),
     ]
-    _write_graded(file, rows)
+    write_graded(file, rows)
     out = tmp_path / "cal"
     with FakeEndpoint(variant_verifier) as fake:
         args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]

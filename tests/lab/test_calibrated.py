@@ -1,0 +1,140 @@
+"""``bench/policy.py --calibration FILE``: the lab's verifier parameters taken from what
+``solver eval calibrate --verifications N`` measured on human-graded proofs, so a calibration on
+the target model runs the policies at the measured values."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from solver.cli.eval import eval_group
+from solver.testing import FakeEndpoint, RoleParams
+from tests.report.responders import variant_verifier, write_graded
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import calibrated  # noqa: E402  (bench/calibrated.py)
+import policy  # noqa: E402  (bench/policy.py)
+
+
+def _calibration(tmp_path: Path) -> Path:
+    """A real calibration: four proofs, two graded 7 (one the structure-first variant fails
+    for no reason), two flawed, verified twice by each of the three variants."""
+    file = tmp_path / "graded.jsonl"
+    rows = [
+        ("p1", "Complete. GRADE=7", 7),
+        ("p2", "Complete but ODD. GRADE=7", 7),
+        ("p3", "FLAW here. GRADE=0", 0),
+        ("p4", "SUBTLE gap. GRADE=2", 2),
+    ]
+    write_graded(file, rows)
+    out = tmp_path / "cal"
+    with FakeEndpoint(variant_verifier) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        result = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "2"])
+    assert result.exit_code == 0, result.output
+    return out / "calibration.json"
+
+
+def test_a_calibration_sets_the_lab_verifier_parameters_it_measured(tmp_path: Path) -> None:
+    path = _calibration(tmp_path)
+    moves, lines = calibrated.lab_moves(path)
+    found = dict(moves)
+    # 12 verdicts on the two correct proofs; structure-first failed p2 twice
+    assert found["false_alarm"] == pytest.approx(2 / 12)
+    assert found["no_verdict"] == 0.0
+    # blind on p3, p4: stepwise 0,1; adversarial 0,0 (no variance); structure-first 1,1 (none)
+    # so no pair is defined and the centre stays
+    assert "variant_correlation" not in found
+    text = "\n".join(lines)
+    assert "false_alarm = 0.167 [" in text and "2 fails in 12 verdicts on 2 proofs" in text
+    assert "variant_correlation: not measured" in text
+    assert "hidden from every variant = 0.000" in text and "(reported, not applied)" in text
+
+
+def test_the_measured_correlation_is_applied_within_the_labs_range() -> None:
+    variant = {
+        "verifications_of_correct": 10,
+        "fails_on_correct": 0.1,
+        "verifications_of_flawed": 6,
+        "no_verdict": 1,
+    }
+    figures = {
+        "variants": {"stepwise": variant, "adversarial": variant},
+        "correct_proofs": 5,
+        "flawed_proofs": 3,
+        "blind_correlation": {"stepwise|adversarial": -0.4},
+        "mean_blind_correlation": -0.4,
+        "hidden_count": [1, 3],
+    }
+    found = {m.name: m for m in calibrated.measured(figures)}
+    assert found["variant_correlation"].value == 0.0  # a negative correlation is held at 0
+    assert found["false_alarm"].value == pytest.approx(0.1)
+    assert found["no_verdict"].value == pytest.approx(2 / 34)
+    assert found["hidden from every variant"].applied is False
+    low, high = calibrated.wilson(0, 20)
+    assert low == 0.0 and high == pytest.approx(0.161, abs=1e-3)  # not the empty [0, 0]
+
+
+def test_the_lab_runs_at_the_calibrated_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _calibration(tmp_path)
+    ran_with: list[RoleParams] = []
+    run_all = policy.run_all
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        ran_with.append(args[3])  # the lab's role parameters
+        return run_all(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "run_all", recorded)
+    argv = ["--calibration", str(path), "--sessions", "1", "--problems", "P1"]
+    # --lab applies after the calibration
+    code = policy.main(
+        [*argv, "--policies", "default", "--audit-every", "0", "--lab", "no_verdict=0.05"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    (roles,) = ran_with
+    assert roles.false_alarm == pytest.approx(2 / 12) and roles.no_verdict == 0.05
+    assert roles.variant_correlation == RoleParams().variant_correlation  # not measured
+    assert "lab parameters from the calibration calibration.json:" in out
+    assert "false_alarm = 0.167" in out
+    assert "\ndefault " in out  # the table, at the measured values
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("not json", "not JSON"),
+        ('{"format": "other"}', "not a calibration.json"),
+        ('{"format": "solver-calibration/1", "verifiers": null}', "--verifications N"),
+        (
+            json.dumps(
+                {
+                    "format": "solver-calibration/1",
+                    "verifiers": {"variants": {"stepwise": {"verifications_of_correct": -1}}},
+                }
+            ),
+            "not a count",
+        ),
+    ],
+)
+def test_a_file_that_is_not_a_calibration_is_refused_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    path = tmp_path / "calibration.json"
+    path.write_text(content)
+    assert policy.main(["--calibration", str(path), "--sessions", "1"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    link = tmp_path / "link.json"
+    link.symlink_to(path)
+    assert policy.main(["--calibration", str(link), "--sessions", "1"]) == 2
+    assert "cannot be read" in capsys.readouterr().err
