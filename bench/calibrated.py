@@ -1,4 +1,5 @@
-"""The lab's parameters from a calibration on the target model (``--calibration FILE``).
+"""The lab's parameters from measurements on the target model: a calibration of its verifier
+(``--calibration FILE``) and a benchmark of its server (``--serve-bench FILE``).
 
 ``solver eval calibrate FILE --verifications N`` verifies proofs that humans graded with each
 verifier variant and writes ``calibration.json`` (docs/eval.md). Three of its figures are lab
@@ -13,6 +14,12 @@ parameters of the role, the same on every problem, and are taken as measured:
 The others are reported beside the lab's values and not applied: ``fails_on_flawed`` mixes
 the lab's ``detect`` with how many flaws each proof has, and the blind shares are the lab's
 ``p_hidden`` of the problems calibrated on, which are not the lab's six.
+
+``solver serve bench --out FILE`` measures the median per-user decode rate at each concurrency.
+The lab's GPU (``solver.testing.virtual_gpu.GpuModel``) slows each of ``c`` calls in flight to
+``decode_tok_s / (1 + (c - 1) / saturation)``, so ``1 / rate`` is linear in ``c - 1``: a least
+squares line through the levels gives ``decode_tok_s`` (its intercept) and ``saturation`` (the
+intercept over the slope), and each level's fitted rate is printed beside the measured one.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from solver.store import UnsafeEntry, read_regular
 CALIBRATION_FORMAT = "solver-calibration/1"  # solver.evaluation.calibrate writes it
 # calibration.json holds every item's record; a few hundred items is a few MB.
 MAX_CALIBRATION_BYTES = 64 << 20
+# a serve bench summary is a few kB a level
+MAX_SERVE_BENCH_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -65,12 +74,7 @@ def wilson(part: int, whole: int) -> tuple[float, float]:
 def read_calibration(path: Path) -> dict[str, Any]:
     """The verifier figures of a ``calibration.json``; ValueError, saying what is wrong, for a
     file that is not one or holds no verifications."""
-    try:
-        data = json.loads(read_regular(path, MAX_CALIBRATION_BYTES))
-    except (OSError, UnsafeEntry) as exc:
-        raise ValueError(f"{path}: cannot be read ({exc})") from None
-    except ValueError:
-        raise ValueError(f"{path}: not JSON") from None
+    data = _read_json(path, MAX_CALIBRATION_BYTES)
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
         raise ValueError(f"{path}: not a calibration.json of format {CALIBRATION_FORMAT}")
     figures = data.get("verifiers")
@@ -173,3 +177,78 @@ def lab_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
     moves = [(m.name, m.value) for m in found if m.applied and m.value is not None]
     lines = [f"lab parameters from the calibration {path.name}:", *(m.line() for m in found)]
     return moves, lines
+
+
+def _read_json(path: Path, limit: int) -> Any:
+    try:
+        return json.loads(read_regular(path, limit))
+    except (OSError, UnsafeEntry) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc})") from None
+    except ValueError:
+        raise ValueError(f"{path}: not JSON") from None
+
+
+def _rate(level: Any) -> tuple[int, float] | None:
+    """A level's concurrency and median per-user decode rate, if it measured one."""
+    if not isinstance(level, dict):
+        raise ValueError("a level is not an object")
+    concurrency, per_user = level.get("concurrency"), level.get("per_user_tok_s")
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ValueError(f"a level's concurrency is not a positive count: {concurrency!r}")
+    median = per_user.get("p50") if isinstance(per_user, dict) else None
+    if median is None:
+        return None
+    if not isinstance(median, (int, float)) or isinstance(median, bool) or not median > 0:
+        raise ValueError(f"a level's p50 per-user tok/s is not a positive rate: {median!r}")
+    return concurrency, float(median)
+
+
+def fit_gpu(rates: list[tuple[int, float]]) -> tuple[float, float]:
+    """``decode_tok_s`` and ``saturation`` of the lab's GPU fitted to (concurrency, per-user
+    rate) pairs by least squares on ``1 / rate = 1 / d + (c - 1) / (d * s)``; ValueError where
+    the levels cannot give both (fewer than two concurrencies, or no slowdown with load)."""
+    if len({c for c, _ in rates}) < 2:
+        raise ValueError("needs the per-user rate at two concurrencies or more")
+    xs = [c - 1.0 for c, _ in rates]
+    ys = [1.0 / r for _, r in rates]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mean_x) ** 2 for x in xs
+    )
+    intercept = mean_y - slope * mean_x
+    if intercept <= 0 or slope <= 0:
+        raise ValueError(
+            "the per-user rate does not fall with concurrency as the lab's GPU model has it "
+            f"(fitted 1/rate = {intercept:.4g} + {slope:.4g} (c - 1))"
+        )
+    return 1.0 / intercept, intercept / slope
+
+
+def gpu_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
+    """The ``--lab`` moves of the GPU a ``solver serve bench`` summary gives, and the lines
+    that show the fit level by level; ValueError, saying what is wrong, for a file that
+    cannot give them. Of several endpoints, the first is fitted."""
+    data = _read_json(path, MAX_SERVE_BENCH_BYTES)
+    levels = data.get("levels") if isinstance(data, dict) else None
+    endpoints = data.get("endpoints") if isinstance(data, dict) else None
+    if not isinstance(levels, list) or not isinstance(endpoints, list) or not endpoints:
+        raise ValueError(f"{path}: not a summary of solver serve bench (--out FILE)")
+    first = endpoints[0]
+    try:
+        mine = [level for level in levels if isinstance(level, dict)]
+        mine = [level for level in mine if level.get("endpoint") == first]
+        rates = [rate for rate in map(_rate, mine) if rate is not None]
+        decode, saturation = fit_gpu(rates)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    others = f" (of {len(endpoints)} endpoints, the first)" if len(endpoints) > 1 else ""
+    lines = [
+        f"lab GPU from the serve bench {path.name}{others}: decode_tok_s = {decode:.1f}, "
+        f"saturation = {saturation:.1f}; prefill_tok_s stays (a bench measures no prefill rate)",
+        "  concurrency  p50 per-user tok/s  fitted",
+        *(
+            f"  {c:>11}  {rate:>18.1f}  {decode / (1 + (c - 1) / saturation):>6.1f}"
+            for c, rate in sorted(rates)
+        ),
+    ]
+    return [("decode_tok_s", decode), ("saturation", saturation)], lines

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from calibrated import lab_moves  # bench/calibrated.py, beside this script
+from calibrated import gpu_moves, lab_moves  # bench/calibrated.py, beside this script
 
 from solver._util.ids import uuid7
 from solver.audit import audit_run
@@ -1175,6 +1175,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the lab's verifier parameters measured by solver eval calibrate --verifications N "
         "(its calibration.json); --lab moves apply after it",
     )
+    parser.add_argument(
+        "--serve-bench",
+        metavar="FILE",
+        help="the lab's GPU (decode_tok_s, saturation) fitted to solver serve bench --out FILE; "
+        "--lab moves apply after it",
+    )
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--audit-every", type=int, default=5, help="audit every Nth session")
     parser.add_argument("--http", type=int, default=0, help="replay N sessions per cell over HTTP")
@@ -1226,11 +1232,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     roles, gpu = RoleParams(), GpuModel()
     moves: list[tuple[str, float]] = []
-    if args.calibration:
+    for option, file, read in (
+        ("--calibration", args.calibration, lab_moves),
+        ("--serve-bench", args.serve_bench, gpu_moves),
+    ):
+        if not file:
+            continue
         try:
-            measured, lines = lab_moves(Path(args.calibration))
+            measured, lines = read(Path(file))
         except ValueError as exc:
-            print(f"--calibration: {exc}", file=sys.stderr)
+            print(f"{option}: {exc}", file=sys.stderr)
             return 2
         print("\n".join(lines))
         moves.extend(measured)

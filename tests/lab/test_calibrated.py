@@ -1,6 +1,7 @@
-"""``bench/policy.py --calibration FILE``: the lab's verifier parameters taken from what
-``solver eval calibrate --verifications N`` measured on human-graded proofs, so a calibration on
-the target model runs the policies at the measured values."""
+"""``bench/policy.py --calibration FILE`` and ``--serve-bench FILE``: the lab's verifier
+parameters taken from what ``solver eval calibrate --verifications N`` measured on human-graded
+proofs, and its GPU fitted to what ``solver serve bench`` measured, so measurements on the
+target model run the policies at the measured values."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
-from solver.testing import FakeEndpoint, RoleParams
+from solver.serve.bench import BenchOptions, LevelResult, summary_json
+from solver.testing import FakeEndpoint, GpuModel, RoleParams
 from tests.report.responders import variant_verifier, write_graded
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
@@ -138,3 +140,73 @@ def test_a_file_that_is_not_a_calibration_is_refused_with_exit_2(
     link.symlink_to(path)
     assert policy.main(["--calibration", str(link), "--sessions", "1"]) == 2
     assert "cannot be read" in capsys.readouterr().err
+
+
+def _serve_bench(path: Path, rates: dict[int, float | None], second: bool = False) -> Path:
+    """A summary as ``solver serve bench --out`` writes it, with these median per-user rates
+    (a second endpoint, twice as fast, after the first when ``second``)."""
+    endpoints = ["http://127.0.0.1:30000/v1"] + (["http://127.0.0.1:30001/v1"] if second else [])
+
+    def level(endpoint: str, c: int, rate: float | None) -> LevelResult:
+        per_user = {"p10": rate, "p50": rate, "p90": rate, "mean": rate}
+        ttft = {"p50": 100.0, "p90": 200.0, "p99": 300.0}
+        total = (rate or 0.0) * c
+        return LevelResult(endpoint, c, 60.0, 10, 0, 0, int(total * 60), total, per_user, ttft)
+
+    results = [
+        level(endpoint, c, None if rate is None else rate * (1 + i))
+        for i, endpoint in enumerate(endpoints)
+        for c, rate in rates.items()
+    ]
+    options = BenchOptions(concurrency=tuple(rates), duration=60.0)
+    path.write_text(json.dumps(summary_json(results, options)))
+    return path
+
+
+def test_a_serve_bench_gives_the_labs_gpu_its_decode_rate_and_saturation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gpu = GpuModel(decode_tok_s=40.0, saturation=16.0)
+    rates: dict[int, float | None] = {c: 40.0 / gpu.slowdown(c) for c in (1, 4, 16, 32)}
+    rates[64] = None  # a level whose requests all failed measures no rate
+    path = _serve_bench(tmp_path / "bench.json", rates, second=True)
+    moves, lines = calibrated.gpu_moves(path)
+    found = dict(moves)
+    assert found["decode_tok_s"] == pytest.approx(40.0)  # the first endpoint's
+    assert found["saturation"] == pytest.approx(16.0)
+    assert "(of 2 endpoints, the first)" in lines[0] and len(lines) == 2 + 4
+    ran_with: list[GpuModel] = []
+    run_all = policy.run_all
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        ran_with.append(args[4])  # the lab's GPU
+        return run_all(*args, **kwargs)
+
+    monkeypatch.setattr(policy, "run_all", recorded)
+    argv = ["--serve-bench", str(path), "--sessions", "1", "--problems", "P1"]
+    assert policy.main([*argv, "--policies", "default", "--audit-every", "0"]) == 0
+    assert "decode_tok_s = 40.0, saturation = 16.0" in capsys.readouterr().out
+    (used,) = ran_with
+    assert used.decode_tok_s == pytest.approx(40.0) and used.saturation == pytest.approx(16.0)
+    assert used.prefill_tok_s == GpuModel().prefill_tok_s
+
+
+@pytest.mark.parametrize(
+    ("rates", "message"),
+    [
+        ({8: 30.0}, "two concurrencies"),
+        ({1: 30.0, 8: 30.0}, "does not fall with concurrency"),
+        ({1: 30.0, 8: 45.0}, "does not fall with concurrency"),
+        ({1: -3.0, 8: 30.0}, "not a positive rate"),
+    ],
+)
+def test_a_serve_bench_the_gpu_model_cannot_fit_is_refused_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rates: dict[int, float], message: str
+) -> None:
+    path = _serve_bench(tmp_path / "bench.json", dict(rates))
+    assert policy.main(["--serve-bench", str(path), "--sessions", "1"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    path.write_text('{"levels": []}')
+    assert policy.main(["--serve-bench", str(path), "--sessions", "1"]) == 2
+    assert "not a summary of solver serve bench" in capsys.readouterr().err
