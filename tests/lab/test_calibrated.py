@@ -11,12 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from solver.cli.eval import eval_group
 from solver.serve.bench import BenchOptions, LevelResult, summary_json
-from solver.testing import FakeEndpoint, GpuModel, RoleParams
-from tests.report.responders import variant_verifier, write_graded
+from solver.testing import GpuModel, RoleParams
+from tests.report.responders import calibrate_with_variants
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -28,19 +26,13 @@ import policy  # noqa: E402  (bench/policy.py)
 def _calibration(tmp_path: Path) -> Path:
     """A real calibration: four proofs, two graded 7 (one the structure-first variant fails
     for no reason), two flawed, verified twice by each of the three variants."""
-    file = tmp_path / "graded.jsonl"
     rows = [
         ("p1", "Complete. GRADE=7", 7),
         ("p2", "Complete but ODD. GRADE=7", 7),
         ("p3", "FLAW here. GRADE=0", 0),
         ("p4", "SUBTLE gap. GRADE=2", 2),
     ]
-    write_graded(file, rows)
-    out = tmp_path / "cal"
-    with FakeEndpoint(variant_verifier) as fake:
-        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
-        result = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "2"])
-    assert result.exit_code == 0, result.output
+    out, _ = calibrate_with_variants(tmp_path, rows)
     return out / "calibration.json"
 
 

@@ -19,6 +19,7 @@ from tests.loop.scripts import FLAW_FINDING, GOOD_PROOF, SCHEME, json_reply, rol
 
 __all__ = [
     "GOOD_PROOF",
+    "calibrate_with_variants",
     "calibration_grader",
     "disagreeing_graders",
     "olympiad",
@@ -156,3 +157,23 @@ def write_graded(file: Path, rows: list[tuple[str, str, int]]) -> None:
             for i, proof, human in rows
         )
     )
+
+
+def calibrate_with_variants(tmp_path: Path, rows: list[tuple[str, str, int]]) -> tuple[Path, int]:
+    """``solver eval calibrate`` of these (id, proof, human grade) rows against
+    :func:`variant_verifier`, one grader and two verifications a variant: the calibration
+    directory and how many verifier calls the endpoint answered."""
+    from click.testing import CliRunner
+
+    from solver.cli.eval import eval_group
+    from solver.testing import FakeEndpoint
+
+    file = tmp_path / "graded.jsonl"
+    write_graded(file, rows)
+    out = tmp_path / "cal"
+    with FakeEndpoint(variant_verifier) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        result = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "2"])
+        verifier_calls = sum(role_of(r) == "verifier" for r in fake.requests)
+    assert result.exit_code == 0, result.output
+    return out, verifier_calls

@@ -15,6 +15,7 @@ from solver.testing import FakeEndpoint
 from tests.loop.harness import audit_ok
 from tests.loop.scripts import role_of
 from tests.report.responders import (
+    calibrate_with_variants,
     calibration_grader,
     pair_grader,
     variant_verifier,
@@ -153,20 +154,13 @@ def test_calibrate_reports_agreement_per_aggregation_from_recorded_grades(
 
 
 def test_calibrate_measures_each_verifier_variant_on_proofs_humans_graded(tmp_path: Path) -> None:
-    file = tmp_path / "graded.jsonl"
     rows = [
         ("p1", "Complete. GRADE=7", 7),
         ("p2", "FLAW here. GRADE=0", 0),
         ("p3", "SUBTLE gap. GRADE=2", 2),
         ("p4", "DEEP gap. GRADE=1", 1),
     ]
-    write_graded(file, rows)
-    out = tmp_path / "cal"
-    with FakeEndpoint(variant_verifier) as fake:
-        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
-        result = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "2"])
-        verifier_calls = sum(role_of(r) == "verifier" for r in fake.requests)
-    assert result.exit_code == 0, result.output
+    out, verifier_calls = calibrate_with_variants(tmp_path, rows)
     assert verifier_calls == 4 * 3 * 2  # every proof, every variant, twice
     data = json.loads((out / "calibration.json").read_text())
     assert data["items"][1]["verifications"]["adversarial"] == ["fail", "fail"]
@@ -192,6 +186,8 @@ def test_calibrate_measures_each_verifier_variant_on_proofs_humans_graded(tmp_pa
     for row in data["items"]:  # the verifications are audited like any other call
         audit_ok(Path(row["run_dir"]))
     # the directory holds verifications of 2 a variant: another count is refused
+    args = ["calibrate", str(tmp_path / "graded.jsonl"), "--out", str(out)]
+    args += ["--endpoint", "http://127.0.0.1:9/v1"]  # refused before any call
     refused = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "3"])
     assert refused.exit_code == 2 and "given_verifications was 2, now 3" in refused.output
 
