@@ -101,6 +101,10 @@ def _share(variant: dict[str, Any], key: str) -> float:
     return float(value)
 
 
+def _proofs(count: int, kind: str = "") -> str:
+    return f"{count} {kind}proof" + ("" if count == 1 else "s")
+
+
 def measured(figures: dict[str, Any]) -> list[Measured]:
     """What the calibration's verifier figures say of the lab's parameters, in the order they
     are applied; ValueError for figures out of their ranges."""
@@ -124,7 +128,7 @@ def measured(figures: dict[str, Any]) -> list[Measured]:
         Measured(
             "false_alarm",
             fails_on_correct / on_correct if on_correct else None,
-            f"{fails_on_correct} fails in {on_correct} verdicts on {correct} proofs graded 7"
+            f"{fails_on_correct} fails in {on_correct} verdicts on {_proofs(correct)} graded 7"
             if on_correct
             else "no verdict on a proof humans graded 7",
             wilson(fails_on_correct, on_correct) if on_correct else None,
@@ -144,10 +148,10 @@ def measured(figures: dict[str, Any]) -> list[Measured]:
         Measured(
             "variant_correlation",
             None if correlation is None else min(max(float(correlation), 0.0), 1.0),
-            f"the mean over {defined} pairs of variants ({names}) on {flawed} flawed proofs"
+            f"the mean over {defined} pairs of variants ({names}) on {_proofs(flawed, 'flawed ')}"
             if correlation is not None
             else f"needs two flawed proofs on which the variants' blind spots differ; "
-            f"{flawed} flawed proofs",
+            f"{_proofs(flawed, 'flawed ')}",
         )
     )
     hidden = figures.get("hidden_count")
@@ -157,7 +161,7 @@ def measured(figures: dict[str, Any]) -> list[Measured]:
             Measured(
                 "hidden from every variant",
                 part / whole,
-                f"{part} of {whole} flawed proofs (the lab's p_hidden is per problem: "
+                f"{part} of {_proofs(whole, 'flawed ')} (the lab's p_hidden is per problem: "
                 "P1 0.02 to P6 0.3)",
                 wilson(part, whole),
                 applied=False,
@@ -219,7 +223,9 @@ def fit_gpu(rates: list[tuple[int, float]]) -> tuple[float, float]:
     if intercept <= 0 or slope <= 0:
         raise ValueError(
             "the per-user rate does not fall with concurrency as the lab's GPU model has it "
-            f"(fitted 1/rate = {intercept:.4g} + {slope:.4g} (c - 1))"
+            f"(fitted 1/rate = {intercept:.4g} + {slope:.4g} (c - 1)); a server that queues "
+            "requests instead of batching them (one slot) keeps its rate and delays the first "
+            "token, which the lab's GPU does not model"
         )
     return 1.0 / intercept, intercept / slope
 
