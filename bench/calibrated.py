@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from solver.evaluation.calibrate import CALIBRATION_FORMAT
 from solver.store import UnsafeEntry, read_regular
 
-CALIBRATION_FORMAT = "solver-calibration/1"  # solver.evaluation.calibrate writes it
 # calibration.json holds every item's record; a few hundred items is a few MB.
 MAX_CALIBRATION_BYTES = 64 << 20
 # a serve bench summary is a few kB a level

@@ -13,7 +13,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from solver.testing import RecordedRequest
+from click.testing import CliRunner
+
+from solver.cli.eval import eval_group
+from solver.testing import FakeEndpoint, RecordedRequest
 from solver.testing.fake_endpoint import Reply
 from tests.loop.scripts import FLAW_FINDING, GOOD_PROOF, SCHEME, json_reply, role_of
 
@@ -163,11 +166,6 @@ def calibrate_with_variants(tmp_path: Path, rows: list[tuple[str, str, int]]) ->
     """``solver eval calibrate`` of these (id, proof, human grade) rows against
     :func:`variant_verifier`, one grader and two verifications a variant: the calibration
     directory and how many verifier calls the endpoint answered."""
-    from click.testing import CliRunner
-
-    from solver.cli.eval import eval_group
-    from solver.testing import FakeEndpoint
-
     file = tmp_path / "graded.jsonl"
     write_graded(file, rows)
     out = tmp_path / "cal"
