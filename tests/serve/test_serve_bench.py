@@ -1,4 +1,5 @@
-"""The benchmark against a fake that streams at a set rate: measured tok/s within 2% of it."""
+"""The benchmark's arithmetic exactly on known token times; live, against a fake that streams at
+a set rate, measured tok/s close to what the fake really sent."""
 
 from __future__ import annotations
 
@@ -19,19 +20,28 @@ from solver.errors import InputError
 from solver.serve.bench import (
     BenchOptions,
     LevelResult,
+    RequestRecord,
+    level_warnings,
     load_dataset,
     percentile,
+    record_of,
     render_table,
     run_bench,
+    summarize,
     summary_json,
 )
+from solver.serve.stream import StreamResult
 from solver.testing import FakeEndpoint
 from solver.testing.fake_endpoint import Fault, Reply
 from solver.testing.fake_sglang import FakeSGLang
 
 ROOT = Path(__file__).resolve().parents[2]
 RATE = 50.0  # tokens per second per stream
-TOKENS = 100  # a 2 s span per response: scheduling jitter stays well under 2%
+TOKENS = 100  # a 2 s span per response
+# Live, the client reads each token a little after the fake wrote it; on a loaded 2-core CI
+# machine that jitter reaches a few percent in the tails. The exact arithmetic is checked
+# on fixed times below, so the live check only needs to catch a wrong clock or a lost stream.
+LIVE_TOLERANCE = 0.05
 
 
 def free_port() -> int:
@@ -67,20 +77,45 @@ def test_per_user_and_total_throughput_match_the_set_rate(tmp_path: Path, concur
         (level,) = run_bench([url], items, options)
     assert level.failed == 0 and level.cancelled == 0 and level.completed >= concurrency
     assert level.output_tokens == level.completed * TOKENS
-    # 1. what the client measured agrees within 2% with what the server really sent
+    # 1. what the client measured agrees with what the server really sent
     sent = [json.loads(line) for line in record.read_text().splitlines()]
     assert len(sent) == level.completed
     true_rates = [(s["tokens"] - 1) / (s["last"] - s["first"]) for s in sent]
     for q in ("p10", "p50", "p90"):
         measured, truth = level.per_user_tok_s[q], percentile(true_rates, float(q[1:]))
         assert measured is not None and truth is not None
-        assert abs(measured - truth) / truth < 0.02, (q, measured, truth)
+        assert abs(measured - truth) / truth < LIVE_TOLERANCE, (q, measured, truth)
     # 2. and the median is the set rate (the fake keeps an absolute schedule)
     median = level.per_user_tok_s["p50"]
-    assert median is not None and abs(median - RATE) / RATE < 0.02, median
+    assert median is not None and abs(median - RATE) / RATE < LIVE_TOLERANCE, median
     # total: C streams at RATE, less the gaps between requests and the drain at the end
     ceiling = concurrency * RATE
     assert 0.6 * ceiling < level.total_output_tok_s < 1.02 * ceiling
+
+
+def test_per_user_rate_is_tokens_after_the_first_over_the_span_they_took() -> None:
+    """The first token's arrival starts the clock, so N tokens give N - 1 intervals."""
+    times = [1.0 + i * 0.02 for i in range(100)]  # 50 tok/s after a 1 s wait for the first
+    result = StreamResult(
+        finish_reason="stop", started=0.0, first_token=times[0], ended=times[-1] + 0.01,
+        token_times=times,
+    )  # fmt: skip
+    record = record_of(result)
+    assert record.per_user == pytest.approx(50.0)
+    assert record.ttft == pytest.approx(1.0)
+    # with usage, the server's count replaces the chunk count (a chunk may carry two tokens)
+    result.usage = {"completion_tokens": 199}
+    assert record_of(result).per_user == pytest.approx(100.0)
+    # a single token, or a failed stream, has no per-user rate
+    assert record_of(StreamResult(finish_reason="stop", token_times=[1.0])).per_user is None
+    failed = StreamResult(error="reset", first_token=1.0, token_times=times)
+    assert record_of(failed).per_user is None and record_of(failed).error == "reset"
+    # percentiles over records: the levels' p10/p50/p90 are of per-request rates
+    records = [
+        RequestRecord(0.0, 0.1, 2.0, 11, rate, None, True, (0.1, 2.0)) for rate in (10, 20, 30)
+    ]
+    level = summarize("http://127.0.0.1:1", 3, records, cancelled=0)
+    assert level.per_user_tok_s == {"p10": 12.0, "p50": 20.0, "p90": 28.0, "mean": 20.0}
 
 
 @pytest.mark.serial
@@ -170,8 +205,6 @@ def test_mostly_cancelled_level_is_flagged() -> None:
 
 
 def test_missing_usage_is_warned_and_the_drain_tail_is_outside_the_window() -> None:
-    from solver.serve.bench import RequestRecord, level_warnings, summarize
-
     # 10 tokens inside the 0..1 s window, 10 more after it (the drain tail)
     times = tuple(i * 0.1 for i in range(20))
     record = RequestRecord(0.0, 0.0, 1.9, 20, 10.0, None, False, times)
