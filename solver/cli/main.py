@@ -1,7 +1,8 @@
 """The `solver` command line: a group of verbs, one module each under solver/cli/.
 
-Verb modules are imported when their verb runs (or when help lists them), so `solver status`
-does not pay for the proxy's web stack or the evaluator's plotting."""
+Verb modules are imported when their verb runs, so `solver status` does not pay for the
+proxy's web stack or the evaluator's plotting, and `solver --help` lists the verbs from
+SUMMARIES without importing any of them."""
 
 from __future__ import annotations
 
@@ -32,6 +33,35 @@ VERBS: dict[str, tuple[str, str]] = {
     "proxy": ("solver.cli.proxy", "group"),
 }
 
+# verb -> the first sentence of its help, as `solver --help` lists it; a test holds each
+# to the command's own docstring, so the two cannot drift apart
+SUMMARIES: dict[str, str] = {
+    "audit": "Verify the run directory RUN offline, read-only, without taking its lock.",
+    "config": "Inspect the configuration; write agent settings for the proxy.",
+    "eval": (
+        "Score a whole problem set like a competition (`solver eval SET`), or measure the"
+        " graders against human grades (`solver eval calibrate FILE`)."
+    ),
+    "keys": "Manage the signing keys of runs.",
+    "local": "The embedded local model (SmolLM2-135M on llama.cpp, CPU only).",
+    "problem": "Inspect problem files and problem sets.",
+    "proxy": (
+        "Bridge Anthropic Messages, OpenAI Responses and Chat Completions clients to any of"
+        " those upstreams."
+    ),
+    "report": (
+        "Summarise RUN: problem, outcome, selected proof, each candidate's lineage, every"
+        " call, a timeline, tokens and time per role."
+    ),
+    "resume": "Continue RUN after a crash, kill, reboot or Ctrl-C.",
+    "schema": "Print the JSON Schema of the journal's record types (loop and store).",
+    "serve": "SGLang recipes checked before they run, a supervisor, a canary, a benchmark.",
+    "solve": (
+        "Solve PROBLEM (.md, .txt or .tex) with the six-role loop; prints the run directory"
+        " first, live progress, then the outcome."
+    ),
+    "status": "Show whether RUN is running, interrupted, crashed or finished, with its totals.",
+}
 
 # verbs that start or continue a run, where SIGTERM means "interrupt, keep it resumable"
 RUN_VERBS = frozenset({"solve", "resume", "eval"})
@@ -61,6 +91,18 @@ class _Verbs(click.Group):
             for name, sub in agents.commands.items():
                 command.add_command(sub, name)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's listing from SUMMARIES, each shortened by click as it shortens a docstring:
+        importing every verb only to print its first sentence took a second."""
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = [
+            (name, click.Command(name, help=SUMMARIES[name]).get_short_help_str(limit))
+            for name in names
+        ]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         try:

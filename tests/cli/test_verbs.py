@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver import __version__
-from solver.cli.main import main
+from solver.cli.main import SUMMARIES, VERBS, main
 
 
 def all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -32,6 +32,35 @@ def test_help(path: tuple[str, ...]) -> None:
     result = CliRunner().invoke(main, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
+
+
+@pytest.mark.parametrize("width", [40, 80, 200])
+def test_the_verb_listing_is_what_click_prints_from_the_commands_themselves(width: int) -> None:
+    """SUMMARIES stands in for each verb's docstring in `solver --help`: the listing must be
+    the one click would print after importing every verb, at any terminal width."""
+    assert set(SUMMARIES) == set(VERBS)
+    ctx = click.Context(main, terminal_width=width, max_content_width=width)
+    lazy, eager = ctx.make_formatter(), ctx.make_formatter()
+    main.format_commands(ctx, lazy)
+    click.Group.format_commands(main, ctx, eager)  # imports every verb
+    assert lazy.getvalue() == eager.getvalue()
+    assert "audit" in lazy.getvalue() and "Commands:" in lazy.getvalue()
+
+
+def test_help_imports_no_verb() -> None:
+    probe = (
+        "import sys\n"
+        "from solver.cli.main import main\n"
+        "try:\n"
+        "    main(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "verbs = [m for m in sys.modules if m.startswith('solver.cli.')]\n"
+        "print(sorted(set(verbs) - {'solver.cli.main'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert "Commands:" in done.stdout and "resume" in done.stdout
+    assert done.stdout.splitlines()[-1] == "[]", done.stdout.splitlines()[-1]
 
 
 def test_version_from_a_real_process() -> None:
