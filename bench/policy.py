@@ -1232,6 +1232,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     roles, gpu = RoleParams(), GpuModel()
     moves: list[tuple[str, float]] = []
+    by_file: dict[str, str] = {}  # parameter -> the option whose file set it
     for option, file, read in (
         ("--calibration", args.calibration, lab_moves),
         ("--serve-bench", args.serve_bench, gpu_moves),
@@ -1245,6 +1246,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print("\n".join(lines))
         moves.extend(measured)
+        by_file.update((name, option) for name, _ in measured)
     moved: list[str] = []
     for item in args.lab:
         name, sep, value = item.partition("=")
@@ -1258,12 +1260,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"--lab {name} wants a number, not {value!r}", file=sys.stderr)
             return 2
         moves.append((name, number))
-        moved.append(f"{name} = {value}")
+        after = f" (over {by_file.pop(name)})" if name in by_file else ""
+        moved.append(f"{name} = {value}{after}")
     for name, number in moves:
         roles, gpu, problems = swept(name, number, problems, (roles, gpu))
         _, _, sweep_problems = swept(name, number, sweep_problems, (roles, gpu))
     if moved:
-        print(f"lab parameters moved: {', '.join(moved)} (the others central)")
+        # the measured parameters' values were printed above, with their sources
+        kept = "".join(f"{name} as measured, " for name in by_file)
+        print(f"lab parameters moved: {', '.join(moved)} ({kept}the others central)")
     base = (roles, gpu)
     only = tuple(p for p in args.sweep_params.split(",") if p)
     if args.sweep_only:

@@ -100,6 +100,11 @@ def test_the_lab_runs_at_the_calibrated_values(
     assert roles.variant_correlation == RoleParams().variant_correlation  # not measured
     assert "lab parameters from the calibration calibration.json:" in out
     assert "false_alarm = 0.167" in out
+    # the --lab line names what it overrode and what stays as measured
+    assert (
+        "lab parameters moved: no_verdict = 0.05 (over --calibration)"
+        " (false_alarm as measured, the others central)"
+    ) in out
     assert "\ndefault " in out  # the table, at the measured values
 
 
