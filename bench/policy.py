@@ -1026,6 +1026,8 @@ WHAT_IF = {
     "short_answers": "roles",
     "answer_problems": "roles",
     "judges_see_truth": "roles",
+    # a server that runs at most N requests at once (SGLang's --max-running-requests)
+    "slots": "gpu",
 }
 
 
@@ -1048,7 +1050,7 @@ def swept(
         lengths = {role: (int(m * value), sd) for role, (m, sd) in roles.lengths.items()}
         roles = replace(roles, lengths=lengths)
     elif where == "gpu":
-        gpu = replace(gpu, **{name: value})
+        gpu = replace(gpu, **{name: int(value) if name == "slots" else value})
     else:
         problems = tuple(replace(p, **{name: min(getattr(p, name) * value, 1.0)}) for p in problems)
     return roles, gpu, problems

@@ -4,7 +4,10 @@ A call's work is its prefill (prompt tokens at ``prefill_tok_s``) plus its decod
 tokens at ``decode_tok_s``), both single-user rates. With ``c`` calls on the GPU every call
 progresses ``slowdown(c) = 1 + (c - 1) / saturation`` times slower (processor sharing), so the
 aggregate throughput ``c / slowdown(c)`` rises with concurrency and flattens past
-``saturation``. Defaults and ranges: docs/bench-policy.md.
+``saturation``. A server that runs at most ``slots`` requests at once (SGLang's
+``--max-running-requests``) queues the rest in order of arrival: a queued call waits, with
+nothing prefilled or decoded, until a running one ends. Defaults and ranges:
+docs/bench-policy.md.
 
 The clock advances only when every call in flight is waiting for its response and the event
 loop has nothing else to run (the engine is waiting too); then the call that finishes first is
@@ -39,6 +42,7 @@ class GpuModel:
     decode_tok_s: float = 50.0  # one user alone
     prefill_tok_s: float = 4_000.0
     saturation: float = 32.0
+    slots: int = 0  # requests the server runs at once; 0: as many as arrive
 
     def slowdown(self, concurrent: int) -> float:
         return 1.0 + max(concurrent - 1, 0) / self.saturation
@@ -52,6 +56,7 @@ class _Job:
     total: float
     done: asyncio.Future[None]
     key: int
+    started: bool = True  # on the GPU, not waiting for a slot
 
 
 @dataclass
@@ -94,6 +99,7 @@ class VirtualGpu:
             prompt, completion, work, work, asyncio.get_running_loop().create_future(), self._next
         )
         self._jobs[job.key] = job
+        job.started = any(j is job for j in self._running())
         self._by_request[tag] = job
         self.peak = max(self.peak, len(self._jobs))
         self._changes += 1
@@ -104,14 +110,19 @@ class VirtualGpu:
             if job.key in self._jobs:
                 self._jobs.pop(job.key)
                 self._changes += 1
+                self._promote()
             raise
         self._by_request.pop(tag, None)
         self.prefill_tokens += prompt
         self.decode_tokens += completion
 
     def _cut(self, job: _Job) -> Usage:
-        """A call cancelled while on the GPU spent its prompt and what it decoded so far."""
-        self._jobs.pop(job.key, None)
+        """A call cancelled while on the GPU spent its prompt and what it decoded so far; one
+        cancelled in the queue spent nothing."""
+        if self._jobs.pop(job.key, None) is not None:
+            self._promote()
+        if not job.started:
+            return Usage()
         done = 1.0 - job.work / job.total if job.total else 1.0
         prefill_share = (job.prompt / self.model.prefill_tok_s) / job.total if job.total else 0
         decoded = int(
@@ -140,8 +151,18 @@ class VirtualGpu:
                     return
             self._advance()
 
-    def _advance(self) -> None:
+    def _running(self) -> list[_Job]:
+        """The calls on the GPU: all in flight, or the first ``slots`` to arrive."""
         live = [j for j in self._jobs.values() if not j.done.done()]
+        return live[: self.model.slots] if self.model.slots > 0 else live
+
+    def _promote(self) -> None:
+        """A slot came free: the first queued calls take it."""
+        for job in self._running():
+            job.started = True
+
+    def _advance(self) -> None:
+        live = self._running()  # _jobs keeps arrival order; a queued call does no work
         if not live:
             return
         slow = self.model.slowdown(len(live))
@@ -151,5 +172,6 @@ class VirtualGpu:
         for job in live:
             job.work -= step
         del self._jobs[first.key]
+        self._promote()
         self._changes += 1
         first.done.set_result(None)
