@@ -237,6 +237,8 @@ class Session:
     decode_by_key: dict[str, int] = field(default_factory=dict)  # output tokens per policy key
     # output tokens per fate of the lineage a call served (LINEAGE_FATES), from the journal
     decode_by_fate: dict[str, int] = field(default_factory=dict)
+    # the most calls at once on the virtual GPU, running or waiting for a slot
+    peak_in_flight: int = 0
 
     @property
     def checker_decode(self) -> int:
@@ -568,6 +570,7 @@ def summarise(
         abandoned_fixable=abandoned_fixable,
         decode_by_key=decode_by_key,
         decode_by_fate=decode_by_fate,
+        peak_in_flight=gpu.peak,
     )
 
 
@@ -851,6 +854,21 @@ def ends(sessions: list[Session]) -> str:
     return "\n".join(f"  {p:<8} {n:4d}  {why}" for (p, why), n in sorted(counts.items()))
 
 
+def in_flight(sessions: list[Session], policies: tuple[Policy, ...], slots: int) -> str:
+    """The most calls at once per policy: where a server's slots would start to queue."""
+    lines = []
+    for policy in policies:
+        peaks = sorted(s.peak_in_flight for s in sessions if s.policy == policy.name)
+        if not peaks:
+            continue
+        queued = sum(1 for peak in peaks if slots and peak > slots)
+        lines.append(
+            f"  {policy.name:<8} most {peaks[-1]}, median of sessions {peaks[len(peaks) // 2]}"
+            + (f"; {queued} of {len(peaks)} sessions queued past {slots} slots" if slots else "")
+        )
+    return "\n".join(lines)
+
+
 def false_accepts(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
     """Where the false accepts come from: by cause and by problem."""
     names = [p.name for p in PROBLEMS]
@@ -1050,7 +1068,8 @@ def swept(
         lengths = {role: (int(m * value), sd) for role, (m, sd) in roles.lengths.items()}
         roles = replace(roles, lengths=lengths)
     elif where == "gpu":
-        gpu = replace(gpu, **{name: int(value) if name == "slots" else value})
+        moved: dict[str, Any] = {name: int(value) if name == "slots" else value}
+        gpu = replace(gpu, **moved)
     else:
         problems = tuple(replace(p, **{name: min(getattr(p, name) * value, 1.0)}) for p in problems)
     return roles, gpu, problems
@@ -1320,6 +1339,8 @@ def main(argv: list[str] | None = None) -> int:
         print(decode_ratios(sessions, chosen, "before"))
     print("\nwhy the solve phase ended:")
     print(ends(sessions))
+    print("\ncalls on the GPU at once (running or waiting for a slot):")
+    print(in_flight(sessions, chosen, gpu.slots))
     print("\nfalse accepts by cause (hidden: no verifier sees the flaw; missed: a visible flaw no")
     print("verification reported; overturned: a reviewer rejected a real finding), on a wrong")
     print("approach, of versions after a lineage's first (false / accepted), and per problem:")

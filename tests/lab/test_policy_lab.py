@@ -122,6 +122,24 @@ def test_lab_parameters_moved_together_are_named_on_one_line(
     assert "lab parameters moved: false_alarm = 0, no_verdict = 0 (the others central)" in out
 
 
+def test_a_server_with_one_slot_serialises_the_calls_and_says_so(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--lab slots=1``: the same session's calls run one after another, so its wall time
+    grows, and the table says how many calls were waiting at once."""
+    quick = ["--quick", "--policies", "default", "--sessions-override", "1", "--problems", "P1"]
+    walls = {}
+    for slots in ("0", "1"):
+        assert policy.main([*quick, "--audit-every", "0", "--json", "--lab", f"slots={slots}"]) == 0
+        out = capsys.readouterr().out
+        (row,) = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        walls[slots] = row["wall_s"]
+        assert row["peak_in_flight"] > 1
+        assert "calls on the GPU at once (running or waiting for a slot):" in out
+    assert walls["1"] > 1.5 * walls["0"]
+    assert "1 of 1 sessions queued past 1 slots" in out
+
+
 REVISER_SYSTEM = "You are revising a proof of an olympiad problem."
 
 
