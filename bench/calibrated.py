@@ -221,19 +221,21 @@ def fit_gpu(rates: list[tuple[int, float]]) -> tuple[float, float]:
     )
     intercept = mean_y - slope * mean_x
     if intercept <= 0 or slope <= 0:
+        alone = min(rates)[1]  # the rate at the lowest concurrency measured
         raise ValueError(
-            "the per-user rate does not fall with concurrency as the lab's GPU model has it "
+            "the per-user rate does not fall with concurrency as a batching GPU's does "
             f"(fitted 1/rate = {intercept:.4g} + {slope:.4g} (c - 1)); a server that queues "
-            "requests instead of batching them (one slot) keeps its rate and delays the first "
-            "token, which the lab's GPU does not model"
+            "requests instead of batching them keeps its rate and delays the first token: "
+            f"if it runs one request at a time, say so with --lab slots=1 --lab "
+            f"decode_tok_s={alone:.0f}"
         )
     return 1.0 / intercept, intercept / slope
 
 
-def gpu_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
-    """The ``--lab`` moves of the GPU a ``solver serve bench`` summary gives, and the lines
-    that show the fit level by level; ValueError, saying what is wrong, for a file that
-    cannot give them. Of several endpoints, the first is fitted."""
+def serve_bench_rates(path: Path) -> tuple[list[tuple[int, float]], int]:
+    """The (concurrency, median per-user rate) of each level that measured one, of the first
+    endpoint of a ``solver serve bench`` summary, and how many endpoints it has; ValueError,
+    saying what is wrong, for a file that is not such a summary."""
     data = _read_json(path, MAX_SERVE_BENCH_BYTES)
     levels = data.get("levels") if isinstance(data, dict) else None
     endpoints = data.get("endpoints") if isinstance(data, dict) else None
@@ -243,11 +245,21 @@ def gpu_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
     try:
         mine = [level for level in levels if isinstance(level, dict)]
         mine = [level for level in mine if level.get("endpoint") == first]
-        rates = [rate for rate in map(_rate, mine) if rate is not None]
+        return [rate for rate in map(_rate, mine) if rate is not None], len(endpoints)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None
+
+
+def gpu_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
+    """The ``--lab`` moves of the GPU a ``solver serve bench`` summary gives, and the lines
+    that show the fit level by level; ValueError, saying what is wrong, for a file that
+    cannot give them. Of several endpoints, the first is fitted."""
+    rates, endpoints = serve_bench_rates(path)
+    try:
         decode, saturation = fit_gpu(rates)
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
-    others = f" (of {len(endpoints)} endpoints, the first)" if len(endpoints) > 1 else ""
+    others = f" (of {endpoints} endpoints, the first)" if endpoints > 1 else ""
     lines = [
         f"lab GPU from the serve bench {path.name}{others}: decode_tok_s = {decode:.1f}, "
         f"saturation = {saturation:.1f}; prefill_tok_s stays (a bench measures no prefill rate)",

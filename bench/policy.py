@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from calibrated import gpu_moves, lab_moves  # bench/calibrated.py, beside this script
+# bench/calibrated.py, beside this script
+from calibrated import gpu_moves, lab_moves, serve_bench_rates
 
 from solver._util.ids import uuid7
 from solver.audit import audit_run
@@ -854,18 +855,27 @@ def ends(sessions: list[Session]) -> str:
     return "\n".join(f"  {p:<8} {n:4d}  {why}" for (p, why), n in sorted(counts.items()))
 
 
-def in_flight(sessions: list[Session], policies: tuple[Policy, ...], slots: int) -> str:
-    """The most calls at once per policy: where a server's slots would start to queue."""
+def in_flight(
+    sessions: list[Session], policies: tuple[Policy, ...], slots: int, measured_up_to: int = 0
+) -> str:
+    """The most calls at once per policy: where a server's slots would start to queue, and
+    where a GPU fitted to a serve bench runs past the concurrencies the bench measured."""
     lines = []
     for policy in policies:
         peaks = sorted(s.peak_in_flight for s in sessions if s.policy == policy.name)
         if not peaks:
             continue
-        queued = sum(1 for peak in peaks if slots and peak > slots)
-        lines.append(
-            f"  {policy.name:<8} most {peaks[-1]}, median of sessions {peaks[len(peaks) // 2]}"
-            + (f"; {queued} of {len(peaks)} sessions queued past {slots} slots" if slots else "")
-        )
+        line = f"  {policy.name:<8} most {peaks[-1]}, median of sessions {peaks[len(peaks) // 2]}"
+        if slots:
+            queued = sum(1 for peak in peaks if peak > slots)
+            line += f"; {queued} of {len(peaks)} sessions queued past {slots} slots"
+        if measured_up_to:
+            past = sum(1 for peak in peaks if min(peak, slots or peak) > measured_up_to)
+            line += (
+                f"; {past} of {len(peaks)} sessions ran more than the serve bench's "
+                f"{measured_up_to} at once, where its fit is extrapolated"
+            )
+        lines.append(line)
     return "\n".join(lines)
 
 
@@ -1340,7 +1350,10 @@ def main(argv: list[str] | None = None) -> int:
     print("\nwhy the solve phase ended:")
     print(ends(sessions))
     print("\ncalls on the GPU at once (running or waiting for a slot):")
-    print(in_flight(sessions, chosen, gpu.slots))
+    measured_up_to = 0
+    if args.serve_bench:  # read above, so it is a summary with rates
+        measured_up_to = max(c for c, _ in serve_bench_rates(Path(args.serve_bench))[0])
+    print(in_flight(sessions, chosen, gpu.slots, measured_up_to))
     print("\nfalse accepts by cause (hidden: no verifier sees the flaw; missed: a visible flaw no")
     print("verification reported; overturned: a reviewer rejected a real finding), on a wrong")
     print("approach, of versions after a lineage's first (false / accepted), and per problem:")

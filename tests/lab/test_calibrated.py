@@ -188,11 +188,29 @@ def test_a_serve_bench_gives_the_labs_gpu_its_decode_rate_and_saturation(
     assert used.prefill_tok_s == GpuModel().prefill_tok_s
 
 
+def test_calls_past_the_concurrencies_a_serve_bench_measured_are_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fitted curve is known only up to the bench's highest concurrency: the table says
+    how many sessions ran more calls at once than that, and slots the server has cap it."""
+    gpu = GpuModel(decode_tok_s=40.0, saturation=16.0)
+    path = _serve_bench(tmp_path / "bench.json", {c: 40.0 / gpu.slowdown(c) for c in (1, 2)})
+    argv = ["--serve-bench", str(path), "--sessions-override", "1", "--problems", "P1", "--quick"]
+    argv += ["--policies", "default", "--audit-every", "0"]
+    assert policy.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "1 of 1 sessions ran more than the serve bench's 2 at once" in out
+    assert policy.main([*argv, "--lab", "slots=2"]) == 0
+    out = capsys.readouterr().out
+    assert "0 of 1 sessions ran more than the serve bench's 2 at once" in out
+    assert "1 of 1 sessions queued past 2 slots" in out
+
+
 @pytest.mark.parametrize(
     ("rates", "message"),
     [
         ({8: 30.0}, "two concurrencies"),
-        ({1: 30.0, 8: 30.0}, "does not fall with concurrency"),
+        ({1: 30.0, 8: 30.0}, "say so with --lab slots=1 --lab decode_tok_s=30"),
         ({1: 30.0, 8: 45.0}, "does not fall with concurrency"),
         ({1: -3.0, 8: 30.0}, "not a positive rate"),
     ],
