@@ -3,13 +3,16 @@
 
 ``solver eval calibrate FILE --verifications N`` verifies proofs that humans graded with each
 verifier variant and writes ``calibration.json`` (docs/eval.md). Three of its figures are lab
-parameters of the role, the same on every problem, and are taken as measured:
+parameters of the role, the same on every problem, and are taken as measured (and a fourth,
+of the grader, from the same file):
 
 - ``false_alarm``: the share of verdicts on proofs humans graded 7 that fail them, pooled over
   the variants (the lab's raw rate, before any review);
 - ``no_verdict``: the share of verification calls that gave no verdict;
 - ``variant_correlation``: ``mean_blind_correlation``, the correlation of the variants' blind
-  spots over the flawed proofs, held to the lab's range 0 to 1.
+  spots over the flawed proofs, held to the lab's range 0 to 1;
+- ``grader_noise``: twice the share of 6s among the graders' first grades of proofs humans
+  graded 7 (the lab's grader slips by one either way, and on a 7 only the slip down shows).
 
 The others are reported beside the lab's values and not applied: ``fails_on_flawed`` mixes
 the lab's ``detect`` with how many flaws each proof has, and the blind shares are the lab's
@@ -72,8 +75,8 @@ def wilson(part: int, whole: int) -> tuple[float, float]:
 
 
 def read_calibration(path: Path) -> dict[str, Any]:
-    """The verifier figures of a ``calibration.json``; ValueError, saying what is wrong, for a
-    file that is not one or holds no verifications."""
+    """A ``calibration.json`` whose verifier figures are present; ValueError, saying what is
+    wrong, for a file that is not one or holds no verifications."""
     data = _read_json(path, MAX_CALIBRATION_BYTES)
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
         raise ValueError(f"{path}: not a calibration.json of format {CALIBRATION_FORMAT}")
@@ -84,7 +87,7 @@ def read_calibration(path: Path) -> dict[str, Any]:
         )
     if not isinstance(figures, dict) or not isinstance(figures.get("variants"), dict):
         raise ValueError(f"{path}: its verifiers are not of format {CALIBRATION_FORMAT}")
-    return figures
+    return data
 
 
 def _count(variant: dict[str, Any], key: str) -> int:
@@ -170,12 +173,56 @@ def measured(figures: dict[str, Any]) -> list[Measured]:
     return out
 
 
+def _grade(value: Any, what: str) -> int | None:
+    """A 0-7 grade, None where none was read; ValueError for anything else."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 7:
+        raise ValueError(f"{what} is not a grade from 0 to 7: {value!r}")
+    return round(value)
+
+
+def grader_measured(items: Any) -> Measured:
+    """``grader_noise`` from the first grades of the proofs humans graded 7. The lab's grader
+    moves a grade by one either way with that probability and holds it to 0-7, so on a
+    correct proof half its slips show, as a 6: the noise is twice the share of 6s. A grade two
+    or more below is no slip of the lab's kind; it is counted apart and left out."""
+    if not isinstance(items, list):
+        raise ValueError("the calibration's items are not a list")
+    grades: list[int] = []
+    for row in items:
+        if not isinstance(row, dict):
+            raise ValueError("a calibration item is not an object")
+        scores = row.get("grader_scores") or []
+        if not isinstance(scores, list):
+            raise ValueError("an item's grader_scores is not a list")
+        if _grade(row.get("human"), "an item's human grade") != 7:
+            continue
+        read = (_grade(score, "a grader's score") for score in scores)
+        grades.extend(grade for grade in read if grade is not None)
+    if not grades:
+        return Measured("grader_noise", None, "no grade of a proof humans graded 7")
+    slips, far = grades.count(6), sum(1 for grade in grades if grade < 6)
+    whole = slips + grades.count(7)
+    beyond = f"; {far} more than one below, left out" if far else ""
+    if not whole:
+        return Measured("grader_noise", None, f"no grade within one of 7{beyond}")
+    low, high = wilson(slips, whole)
+    return Measured(
+        "grader_noise",
+        min(2 * slips / whole, 1.0),
+        f"twice the {slips} grades of 6 in {whole} grades of proofs humans graded 7{beyond}",
+        (min(2 * low, 1.0), min(2 * high, 1.0)),
+    )
+
+
 def lab_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
     """The ``--lab`` moves a calibration gives (name, value) and the lines that say where each
     comes from; ValueError, saying what is wrong, for a file that cannot give them."""
-    figures = read_calibration(path)
+    data = read_calibration(path)
+    figures = data["verifiers"]
     try:
-        found = measured(figures)
+        found = [*measured(figures), grader_measured(data.get("items", []))]
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     moves = [(m.name, m.value) for m in found if m.applied and m.value is not None]

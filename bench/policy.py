@@ -1056,6 +1056,8 @@ WHAT_IF = {
     "judges_see_truth": "roles",
     # a server that runs at most N requests at once (SGLang's --max-running-requests)
     "slots": "gpu",
+    # a grade off by one either way (measured by --calibration from the graders' grades)
+    "grader_noise": "roles",
 }
 
 

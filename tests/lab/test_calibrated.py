@@ -103,9 +103,33 @@ def test_the_lab_runs_at_the_calibrated_values(
     # the --lab line names what it overrode and what stays as measured
     assert (
         "lab parameters moved: no_verdict = 0.05 (over --calibration)"
-        " (false_alarm as measured, the others central)"
+        " (false_alarm as measured, grader_noise as measured, the others central)"
     ) in out
+    # the fake's graders read the grade written in the proof: no 6 on a proof graded 7
+    assert roles.grader_noise == 0.0
+    assert "grader_noise = 0.000 [0.000, " in out
     assert "\ndefault " in out  # the table, at the measured values
+
+
+def test_the_grader_noise_is_twice_the_share_of_sixes_on_proofs_graded_seven() -> None:
+    items = [
+        {"human": 7, "grader_scores": [7, 6, 7, None]},  # None: no grade read, left out
+        {"human": 7.0, "grader_scores": [6, 2]},  # 2 is no slip by one: counted apart
+        {"human": 3, "grader_scores": [0, 0]},  # not a correct proof: not used
+        {"human": 7, "grader_scores": []},
+    ]
+    found = calibrated.grader_measured(items)
+    assert found.value == pytest.approx(2 * 2 / 4)
+    assert found.interval is not None and found.interval[1] == 1.0  # held to a share
+    assert "twice the 2 grades of 6 in 4 grades" in found.line()
+    assert "1 more than one below, left out" in found.line()
+    assert calibrated.grader_measured([{"human": 0, "grader_scores": [0]}]).value is None
+    unread = calibrated.grader_measured([{"human": 7, "grader_scores": [None, None]}])
+    assert unread.value is None
+    assert "grader_noise: not measured (no grade of a proof humans graded 7)" in unread.line()
+    for hostile in ([{"human": 7, "grader_scores": [9]}], [{"human": "7"}], ["row"], {}):
+        with pytest.raises(ValueError):
+            calibrated.grader_measured(hostile)
 
 
 @pytest.mark.parametrize(
