@@ -301,7 +301,13 @@ def gpu_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
     """The ``--lab`` moves of the GPU a ``solver serve bench`` summary gives, and the lines
     that show the fit level by level; ValueError, saying what is wrong, for a file that
     cannot give them. Of several endpoints, the first is fitted."""
-    rates, endpoints = serve_bench_rates(path)
+    return fitted_gpu(path, *serve_bench_rates(path))
+
+
+def fitted_gpu(
+    path: Path, rates: list[tuple[int, float]], endpoints: int
+) -> tuple[list[tuple[str, float]], list[str]]:
+    """``gpu_moves`` on the levels ``serve_bench_rates`` read from ``path``."""
     try:
         decode, saturation = fit_gpu(rates)
     except ValueError as exc:

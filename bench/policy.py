@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 # bench/calibrated.py, beside this script
-from calibrated import gpu_moves, lab_moves, serve_bench_rates
+from calibrated import fitted_gpu, lab_moves, serve_bench_rates
 
 from solver._util.ids import uuid7
 from solver.audit import audit_run
@@ -1266,9 +1266,17 @@ def main(argv: list[str] | None = None) -> int:
     roles, gpu = RoleParams(), GpuModel()
     moves: list[tuple[str, float]] = []
     by_file: dict[str, str] = {}  # parameter -> the option whose file set it
+    measured_up_to = 0  # the highest concurrency the serve bench measured: its fit's reach
+
+    def bench_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
+        nonlocal measured_up_to
+        rates, endpoints = serve_bench_rates(path)
+        measured_up_to = max((c for c, _ in rates), default=0)
+        return fitted_gpu(path, rates, endpoints)
+
     for option, file, read in (
         ("--calibration", args.calibration, lab_moves),
-        ("--serve-bench", args.serve_bench, gpu_moves),
+        ("--serve-bench", args.serve_bench, bench_moves),
     ):
         if not file:
             continue
@@ -1352,9 +1360,6 @@ def main(argv: list[str] | None = None) -> int:
     print("\nwhy the solve phase ended:")
     print(ends(sessions))
     print("\ncalls on the GPU at once (running or waiting for a slot):")
-    measured_up_to = 0
-    if args.serve_bench:  # read above, so it is a summary with rates
-        measured_up_to = max(c for c, _ in serve_bench_rates(Path(args.serve_bench))[0])
     print(in_flight(sessions, chosen, gpu.slots, measured_up_to))
     print("\nfalse accepts by cause (hidden: no verifier sees the flaw; missed: a visible flaw no")
     print("verification reported; overturned: a reviewer rejected a real finding), on a wrong")
