@@ -2,9 +2,10 @@
 (``--calibration FILE``) and a benchmark of its server (``--serve-bench FILE``).
 
 ``solver eval calibrate FILE --verifications N`` verifies proofs that humans graded with each
-verifier variant and writes ``calibration.json`` (docs/eval.md). Three of its figures are lab
-parameters of the role, the same on every problem, and are taken as measured (and a fourth,
-of the grader, from the same file):
+verifier variant, reviews their findings as the loop does, and writes ``calibration.json``
+(docs/eval.md). Three of its verifier figures are lab parameters of the role, the same on
+every problem, and are taken as measured, and so are one of the grader and two of the
+reviewer from the same file:
 
 - ``false_alarm``: the share of verdicts on proofs humans graded 7 that fail them, pooled over
   the variants (the lab's raw rate, before any review);
@@ -12,7 +13,12 @@ of the grader, from the same file):
 - ``variant_correlation``: ``mean_blind_correlation``, the correlation of the variants' blind
   spots over the flawed proofs, held to the lab's range 0 to 1;
 - ``grader_noise``: twice the share of 6s among the graders' first grades of proofs humans
-  graded 7 (the lab's grader slips by one either way, and on a 7 only the slip down shows).
+  graded 7 (the lab's grader slips by one either way, and on a 7 only the slip down shows);
+- ``review_reject_false``: of the blocking findings on proofs humans graded 7 (all false)
+  that a review decided, the share it overturned;
+- ``review_confirm_real``: of the blocking findings on flawed proofs, what the reviews upheld
+  beyond the false findings expected there at the rate of proofs graded 7 (the lab's verifier
+  raises its false alarms at one rate whatever the proof's flaws).
 
 The others are reported beside the lab's values and not applied: ``fails_on_flawed`` mixes
 the lab's ``detect`` with how many flaws each proof has, and the blind shares are the lab's
@@ -216,13 +222,84 @@ def grader_measured(items: Any) -> Measured:
     )
 
 
+_REVIEW_COUNTS = ("verdicts", "findings", "upheld", "overturned")
+
+
+def _pooled(figures: dict[str, Any], key: str) -> dict[str, int]:
+    pooled = figures.get(key)
+    if not isinstance(pooled, dict):
+        raise ValueError(f"the reviewers' {key} is not an object")
+    counts = {name: _count(pooled, name) for name in _REVIEW_COUNTS}
+    if counts["upheld"] + counts["overturned"] > counts["findings"]:
+        raise ValueError(f"the reviewers' {key} decides more findings than it has")
+    return counts
+
+
+def reviewer_measured(figures: Any) -> list[Measured]:
+    """``review_reject_false`` and ``review_confirm_real`` from the calibration's reviewer
+    counts (recomputed from the counts, not read from its shares). On a flawed proof a
+    share ``f`` of the decided findings is taken to be false, ``f`` = the findings per
+    verdict on proofs graded 7 times the flawed proofs' verdicts over their findings; their
+    upheld share ``u`` is then ``c (1 - f) + (1 - r) f``, which gives ``c``. Its interval is
+    that of ``u`` carried through the same line, holding ``f`` and ``r`` fixed."""
+    names = ("review_reject_false", "review_confirm_real")
+    if figures is None:
+        why = "the calibration has no reviews (made before reviews were recorded)"
+        return [Measured(name, None, why) for name in names]
+    if not isinstance(figures, dict):
+        raise ValueError("the calibration's reviewers are not an object")
+    correct, flawed = _pooled(figures, "on_correct"), _pooled(figures, "on_flawed")
+    decided = correct["upheld"] + correct["overturned"]
+    if not decided:
+        why = "no review decided a finding on a proof humans graded 7"
+        return [Measured(name, None, why) for name in names]
+    rejected = correct["overturned"]
+    reject = rejected / decided
+    out = [
+        Measured(
+            "review_reject_false",
+            reject,
+            f"{rejected} of {decided} blocking findings on proofs graded 7 overturned",
+            wilson(rejected, decided),
+        )
+    ]
+    on_flawed = flawed["upheld"] + flawed["overturned"]
+    false = (
+        min(correct["findings"] / correct["verdicts"] * flawed["verdicts"] / flawed["findings"], 1)
+        if correct["verdicts"] and on_flawed
+        else 1.0
+    )
+    if not on_flawed or false >= 1.0:
+        why = (
+            "no review decided a finding on a flawed proof"
+            if not on_flawed
+            else "the flawed proofs' findings are no more than the false alarms expected there"
+        )
+        return [*out, Measured("review_confirm_real", None, why)]
+
+    def confirm(upheld: float) -> float:
+        return min(max((upheld - (1 - reject) * false) / (1 - false), 0.0), 1.0)
+
+    low, high = wilson(flawed["upheld"], on_flawed)
+    basis = (
+        f"{flawed['upheld']} of {on_flawed} blocking findings on flawed proofs upheld, "
+        f"{false:.0%} of them taken as false alarms"
+    )
+    value = confirm(flawed["upheld"] / on_flawed)
+    return [*out, Measured("review_confirm_real", value, basis, (confirm(low), confirm(high)))]
+
+
 def lab_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
     """The ``--lab`` moves a calibration gives (name, value) and the lines that say where each
     comes from; ValueError, saying what is wrong, for a file that cannot give them."""
     data = read_calibration(path)
     figures = data["verifiers"]
     try:
-        found = [*measured(figures), grader_measured(data.get("items", []))]
+        found = [
+            *measured(figures),
+            grader_measured(data.get("items", [])),
+            *reviewer_measured(data.get("reviewers")),
+        ]
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
     moves = [(m.name, m.value) for m in found if m.applied and m.value is not None]

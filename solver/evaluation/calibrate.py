@@ -37,9 +37,10 @@ from solver.evaluation.evaluate import Job, JobResult, file_digest, prepare_out,
 from solver.evaluation.scores import FULL_GRADE, Agreement, agreement, pearson
 from solver.evaluation.set_run import served_model
 from solver.loop.grading import AGGREGATIONS, aggregate
-from solver.loop.policy import GIVEN
+from solver.loop.policy import BLOCKING_SEVERITIES, GIVEN
+from solver.loop.state import review_calls
 from solver.problems import Problem, read_checked_text
-from solver.roles.facts import VerificationFacts
+from solver.roles.facts import ReviewFacts, VerificationFacts
 from solver.run import read_state
 from solver.store import write_atomic
 
@@ -204,6 +205,9 @@ def calibration_report(
                 "verifications": (
                     given_verdicts(done.job.run_dir) if done and finished and verifications else {}
                 ),
+                "reviews": (
+                    given_reviews(done.job.run_dir) if done and finished and verifications else {}
+                ),
             }
         )
         if model is not None:
@@ -224,6 +228,84 @@ def given_verdicts(run_dir: Path) -> dict[str, list[str | None]]:
         verdict = facts.verdict if isinstance(facts, VerificationFacts) else None
         verdicts.setdefault(call.variant, []).append(verdict)
     return verdicts
+
+
+def given_reviews(run_dir: Path) -> dict[str, int]:
+    """How the reviewer judged the blocking findings of a grading-only run's verifications
+    of its given proof: ``findings`` (critical or major, in verifications with a verdict),
+    ``upheld`` (confirmed at a blocking severity, so the finding fails the proof),
+    ``overturned`` (rejected, or confirmed only as minor) and ``unread`` (no review read)."""
+    _, state = read_state(run_dir)
+    reviews = {c.target: c for c in review_calls(state, GIVEN, 0)}
+    counts = {"findings": 0, "upheld": 0, "overturned": 0, "unread": 0}
+    for call in state.calls.values():
+        facts = call.facts
+        if call.lineage != GIVEN or call.role != "verifier" or call.status != "completed":
+            continue
+        if call.truncated or not isinstance(facts, VerificationFacts) or facts.verdict is None:
+            continue
+        blocking = [f for f in facts.findings if f.severity in BLOCKING_SEVERITIES]
+        review = reviews.get(call.call_id)
+        judged = review.facts if review is not None and review.status == "completed" else None
+        for finding in blocking:
+            counts["findings"] += 1
+            if not isinstance(judged, ReviewFacts) or finding.id not in {
+                *judged.confirmed,
+                *judged.rejected,
+            }:
+                counts["unread"] += 1
+            elif finding.id in judged.confirmed and (
+                judged.severity.get(finding.id, finding.severity) in BLOCKING_SEVERITIES
+            ):
+                counts["upheld"] += 1
+            else:
+                counts["overturned"] += 1
+    return counts
+
+
+def reviewer_figures(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The reviewer against the humans, from the items' recorded reviews (None when no
+    verification was asked). On a proof humans graded 7 every blocking finding is a false
+    alarm, so the share overturned there is how often the reviewer rejects a false finding.
+    On a flawed proof a finding may be real or false: the false ones are taken to come at the
+    rate they come on proofs graded 7 (per verdict), and are reviewed as those are; what is
+    upheld beyond them is the share of real findings the reviewer confirms."""
+    graded = [r for r in rows if r["status"] == "finished" and r.get("reviews")]
+    if not graded:
+        return None
+
+    def pooled(part: list[dict[str, Any]]) -> dict[str, int]:
+        total = {"findings": 0, "upheld": 0, "overturned": 0, "unread": 0, "verdicts": 0}
+        for row in part:
+            for key in ("findings", "upheld", "overturned", "unread"):
+                total[key] += int(row["reviews"].get(key, 0))
+            verdicts = row.get("verifications") or {}
+            total["verdicts"] += sum(v is not None for vs in verdicts.values() for v in vs)
+        return total
+
+    correct = pooled([r for r in graded if r["human"] >= FULL_GRADE])
+    flawed = pooled([r for r in graded if r["human"] < FULL_GRADE])
+    decided_correct = correct["upheld"] + correct["overturned"]
+    reject_false = _share(correct["overturned"], decided_correct)
+    decided_flawed = flawed["upheld"] + flawed["overturned"]
+    false_share = None  # of the flawed proofs' decided findings, the share taken to be false
+    confirm_real = None
+    if correct["verdicts"] and decided_flawed and reject_false is not None:
+        # the false findings expected on the flawed proofs, as a share of their findings
+        per_verdict = correct["findings"] / correct["verdicts"]
+        false_share = min(per_verdict * flawed["verdicts"] / flawed["findings"], 1.0)
+        if false_share < 1.0:
+            upheld = flawed["upheld"] / decided_flawed
+            confirm_real = (upheld - (1 - reject_false) * false_share) / (1 - false_share)
+            confirm_real = min(max(confirm_real, 0.0), 1.0)
+    return {
+        "on_correct": correct,
+        "on_flawed": flawed,
+        "reject_false": reject_false,
+        "upheld_on_flawed": _share(flawed["upheld"], decided_flawed),
+        "false_share_on_flawed": false_share,
+        "confirm_real": confirm_real,
+    }
 
 
 def verifier_figures(rows: list[dict[str, Any]], per_variant: int) -> dict[str, Any] | None:
@@ -311,6 +393,7 @@ def calibration_markdown(
     agreed: Agreement | None,
     rows: list[dict[str, Any]],
     verifiers: dict[str, Any] | None = None,
+    reviewers: dict[str, Any] | None = None,
 ) -> str:
     lines = [
         f"# Grader calibration: {source}",
@@ -362,6 +445,8 @@ def calibration_markdown(
         lines.append("")
     if verifiers is not None:
         lines += _verifier_lines(verifiers)
+    if reviewers is not None:
+        lines += _reviewer_lines(reviewers)
     lines += [
         "## Items",
         "",
@@ -420,10 +505,42 @@ def _verifier_lines(figures: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _reviewer_lines(figures: dict[str, Any]) -> list[str]:
+    correct, flawed = figures["on_correct"], figures["on_flawed"]
+    lines = [
+        "## Reviewer",
+        "",
+        "The reviews of the verifications above, over their critical and major findings. "
+        "Upheld: confirmed at a blocking severity; overturned: rejected or made minor.",
+        "",
+        "| proofs | verdicts | blocking findings | upheld | overturned | no review read |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, pooled in (("graded 7", correct), ("graded below 7", flawed)):
+        lines.append(
+            f"| {name} | {pooled['verdicts']} | {pooled['findings']} | {pooled['upheld']} | "
+            f"{pooled['overturned']} | {pooled['unread']} |"
+        )
+    false_share = figures["false_share_on_flawed"]
+    lines += [
+        "",
+        "- false findings rejected (on proofs graded 7, every blocking finding is false): "
+        + _percent(figures["reject_false"]),
+        "- findings upheld on proofs graded below 7: " + _percent(figures["upheld_on_flawed"]),
+        "- of those findings, taken to be false (at the rate of proofs graded 7): "
+        + _percent(false_share),
+        "- real findings confirmed (what is upheld beyond the false ones): "
+        + _percent(figures["confirm_real"]),
+        "",
+    ]
+    return lines
+
+
 def write_calibration(
     out_dir: Path, header: dict[str, Any], agreed: Agreement | None, rows: list[dict[str, Any]]
 ) -> tuple[Path, Path]:
     verifiers = verifier_figures(rows, int(header.get("verifications") or 0))
+    reviewers = reviewer_figures(rows) if verifiers is not None else None
     data = {
         "format": CALIBRATION_FORMAT,
         **header,
@@ -432,12 +549,13 @@ def write_calibration(
             how: a.to_json() if a else None for how, a in agreement_by_aggregation(rows).items()
         },
         "verifiers": verifiers,
+        "reviewers": reviewers,
         "items": rows,
     }
     json_path, md_path = out_dir / "calibration.json", out_dir / "calibration.md"
     write_atomic(json_path, json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
     markdown = calibration_markdown(
-        header["input"]["path"], header["graders"], agreed, rows, verifiers
+        header["input"]["path"], header["graders"], agreed, rows, verifiers, reviewers
     )
     write_atomic(md_path, markdown.encode())
     return json_path, md_path

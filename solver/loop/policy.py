@@ -1146,8 +1146,9 @@ GIVEN = "given"
 
 def _given_checks(state: RunState, cfg: PolicyConfig) -> tuple[list[CallPlanned], bool]:
     """The verifications of a given proof still to start (``given_verifications`` by each
-    verifier variant, in the variants' turn), and whether any started is still running. They
-    judge nothing: a calibration reads their verdicts against the humans' grades."""
+    verifier variant, in the variants' turn), the reviews those that ended need (as the
+    solve phase would review them), and whether any started is still running. They judge
+    nothing: a calibration reads their verdicts and reviews against the humans' grades."""
     lineage = state.lineages.get(GIVEN)
     if not cfg.given_verifications or lineage is None:
         return [], False
@@ -1155,8 +1156,10 @@ def _given_checks(state: RunState, cfg: PolicyConfig) -> tuple[list[CallPlanned]
     started = [c for c in state.calls.values() if c.lineage == GIVEN and c.role == "verifier"]
     wanted = cfg.given_verifications * len(variants)
     planned = _verifier_calls(GIVEN, 0, "verify", len(started), wanted - len(started), cfg)
-    checks = [c.model_copy(update={"phase": "evaluate"}) for c in planned]
-    return checks, any(c.status == "planned" for c in started)
+    reviews = _reviews_due(state, GIVEN, 0, started, cfg)
+    checks = [c.model_copy(update={"phase": "evaluate"}) for c in (*planned, *reviews)]
+    reviewing = review_calls(state, GIVEN, 0)
+    return checks, any(c.status == "planned" for c in (*started, *reviewing))
 
 
 def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> RunEnd:

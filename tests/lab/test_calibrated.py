@@ -14,7 +14,7 @@ import pytest
 
 from solver.serve.bench import BenchOptions, LevelResult, summary_json
 from solver.testing import GpuModel, RoleParams
-from tests.report.responders import calibrate_with_variants
+from tests.report.responders import calibrate_with_variants, judging_reviewer
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -102,13 +102,65 @@ def test_the_lab_runs_at_the_calibrated_values(
     assert "false_alarm = 0.167" in out
     # the --lab line names what it overrode and what stays as measured
     assert (
-        "lab parameters moved: no_verdict = 0.05 (over --calibration)"
-        " (false_alarm as measured, grader_noise as measured, the others central)"
+        "lab parameters moved: no_verdict = 0.05 (over --calibration) (false_alarm as"
+        " measured, grader_noise as measured, review_reject_false as measured,"
+        " review_confirm_real as measured, the others central)"
     ) in out
+    # the fake's reviewer confirms every finding: structure-first's two false alarms on p2
+    # stand, and every finding on a flawed proof is upheld
+    assert roles.review_reject_false == 0.0 and roles.review_confirm_real == 1.0
     # the fake's graders read the grade written in the proof: no 6 on a proof graded 7
     assert roles.grader_noise == 0.0
     assert "grader_noise = 0.000 [0.000, " in out
     assert "\ndefault " in out  # the table, at the measured values
+
+
+def test_a_calibration_sets_the_lab_reviewer_parameters_it_measured(tmp_path: Path) -> None:
+    rows = [
+        ("p1", "Complete ODD. GRADE=7", 7),  # structure-first's false alarm, rejected
+        ("p2", "Complete ODD KEEP. GRADE=7", 7),  # the same false alarm, confirmed
+        ("p3", "FLAW here. GRADE=0", 0),  # four findings, confirmed
+        ("p4", "SUBTLE gap ODD. GRADE=2", 2),  # four findings, rejected
+    ]
+    out, _ = calibrate_with_variants(tmp_path, rows, judging_reviewer)
+    moves, lines = calibrated.lab_moves(out / "calibration.json")
+    found = dict(moves)
+    assert found["review_reject_false"] == pytest.approx(0.5)
+    assert found["review_confirm_real"] == pytest.approx(0.5)
+    text = "\n".join(lines)
+    assert "review_reject_false = 0.500 [" in text
+    assert "2 of 4 blocking findings on proofs graded 7 overturned" in text
+    assert "4 of 8 blocking findings on flawed proofs upheld, 50% of them taken as false" in text
+
+
+def _reviews(correct: dict[str, int], flawed: dict[str, int]) -> dict[str, Any]:
+    return {"on_correct": correct, "on_flawed": flawed}
+
+
+def test_the_confirm_rate_is_what_is_upheld_beyond_the_expected_false_alarms() -> None:
+    # 10 false findings in 100 verdicts on correct proofs, 8 overturned: reject 0.8. On the
+    # flawed proofs 40 verdicts, 20 findings, of which 40 x 0.1 = 4 (a fifth) taken as false;
+    # upheld 14 of 20 = 0.7 = c x 0.8 + 0.2 x 0.2, so c = 0.825
+    correct = {"verdicts": 100, "findings": 10, "upheld": 2, "overturned": 8}
+    flawed = {"verdicts": 40, "findings": 20, "upheld": 14, "overturned": 6}
+    found = {m.name: m for m in calibrated.reviewer_measured(_reviews(correct, flawed))}
+    assert found["review_reject_false"].value == pytest.approx(0.8)
+    confirm = found["review_confirm_real"]
+    assert confirm.value == pytest.approx(0.825)
+    assert confirm.interval is not None and confirm.interval[0] < 0.825 < confirm.interval[1]
+    # as many findings on the flawed proofs as false alarms would give: nothing to measure
+    noisy = {"verdicts": 200, "findings": 20, "upheld": 14, "overturned": 6}
+    found = {m.name: m for m in calibrated.reviewer_measured(_reviews(correct, noisy))}
+    assert found["review_confirm_real"].value is None
+    assert found["review_reject_false"].value == pytest.approx(0.8)
+    # a calibration made before reviews were recorded keeps the lab's centre for both
+    assert all(m.value is None for m in calibrated.reviewer_measured(None))
+    # counts that do not add up are refused
+    broken = {"verdicts": 10, "findings": 2, "upheld": 2, "overturned": 1}
+    with pytest.raises(ValueError, match="decides more findings than it has"):
+        calibrated.reviewer_measured(_reviews(broken, flawed))
+    with pytest.raises(ValueError, match="upheld is not a count"):
+        calibrated.reviewer_measured(_reviews({**correct, "upheld": -1}, flawed))
 
 
 def test_the_grader_noise_is_twice_the_share_of_sixes_on_proofs_graded_seven() -> None:

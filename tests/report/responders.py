@@ -25,6 +25,7 @@ __all__ = [
     "calibrate_with_variants",
     "calibration_grader",
     "disagreeing_graders",
+    "judging_reviewer",
     "olympiad",
     "pair_grader",
     "slow",
@@ -151,6 +152,18 @@ def variant_verifier(request: RecordedRequest) -> Reply:
     return json_reply("Analysis.", {"findings": findings, "verdict": "fail" if fails else "pass"})
 
 
+def judging_reviewer(request: RecordedRequest) -> Reply:
+    """:func:`variant_verifier`, with a reviewer that rejects every finding on a proof
+    marked ODD (unless it is also marked KEEP) and confirms every other."""
+    if role_of(request) != "reviewer":
+        return variant_verifier(request)
+    text = request.user_text
+    decision = "rejected" if "ODD" in text and "KEEP" not in text else "confirmed"
+    ids = sorted({part.split('"')[0] for part in text.split('"id": "')[1:]}) or ["F1"]
+    reviews = [{"id": i, "decision": decision, "severity": "major", "reason": "read"} for i in ids]
+    return json_reply("Review.", {"reviews": reviews})
+
+
 def write_graded(file: Path, rows: list[tuple[str, str, int]]) -> None:
     """A JSON Lines file of (id, proof, human grade), each problem "Show <id>."."""
     file.write_text(
@@ -162,14 +175,18 @@ def write_graded(file: Path, rows: list[tuple[str, str, int]]) -> None:
     )
 
 
-def calibrate_with_variants(tmp_path: Path, rows: list[tuple[str, str, int]]) -> tuple[Path, int]:
+def calibrate_with_variants(
+    tmp_path: Path,
+    rows: list[tuple[str, str, int]],
+    responder: Callable[[RecordedRequest], Reply] = variant_verifier,
+) -> tuple[Path, int]:
     """``solver eval calibrate`` of these (id, proof, human grade) rows against
-    :func:`variant_verifier`, one grader and two verifications a variant: the calibration
-    directory and how many verifier calls the endpoint answered."""
+    ``responder`` (:func:`variant_verifier`), one grader and two verifications a variant: the
+    calibration directory and how many verifier calls the endpoint answered."""
     file = tmp_path / "graded.jsonl"
     write_graded(file, rows)
     out = tmp_path / "cal"
-    with FakeEndpoint(variant_verifier) as fake:
+    with FakeEndpoint(responder) as fake:
         args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
         result = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "2"])
         verifier_calls = sum(role_of(r) == "verifier" for r in fake.requests)

@@ -17,6 +17,7 @@ from tests.loop.scripts import role_of
 from tests.report.responders import (
     calibrate_with_variants,
     calibration_grader,
+    judging_reviewer,
     pair_grader,
     variant_verifier,
     write_graded,
@@ -190,6 +191,34 @@ def test_calibrate_measures_each_verifier_variant_on_proofs_humans_graded(tmp_pa
     args += ["--endpoint", "http://127.0.0.1:9/v1"]  # refused before any call
     refused = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "3"])
     assert refused.exit_code == 2 and "given_verifications was 2, now 3" in refused.output
+
+
+def test_calibrate_reviews_the_verifications_and_measures_the_reviewer(tmp_path: Path) -> None:
+    rows = [
+        ("p1", "Complete ODD. GRADE=7", 7),  # structure-first's false alarm, rejected
+        ("p2", "Complete ODD KEEP. GRADE=7", 7),  # the same false alarm, confirmed
+        ("p3", "FLAW here. GRADE=0", 0),  # stepwise and adversarial fail it, confirmed
+        ("p4", "SUBTLE gap ODD. GRADE=2", 2),  # adversarial and structure-first, rejected
+    ]
+    out, _ = calibrate_with_variants(tmp_path, rows, judging_reviewer)
+    data = json.loads((out / "calibration.json").read_text())
+    reviews = {row["item"]: row["reviews"] for row in data["items"]}
+    assert reviews["p1"] == {"findings": 2, "upheld": 0, "overturned": 2, "unread": 0}
+    assert reviews["p2"] == {"findings": 2, "upheld": 2, "overturned": 0, "unread": 0}
+    assert reviews["p3"]["upheld"] == 4 and reviews["p4"]["overturned"] == 4
+    figures = data["reviewers"]
+    assert figures["on_correct"]["verdicts"] == 12 and figures["on_flawed"]["findings"] == 8
+    assert figures["reject_false"] == pytest.approx(0.5)  # 2 of the 4 false findings
+    assert figures["upheld_on_flawed"] == pytest.approx(0.5)
+    # 4 findings in 12 verdicts on proofs graded 7: 4 of the flawed proofs' 8 taken as false
+    assert figures["false_share_on_flawed"] == pytest.approx(0.5)
+    # upheld 0.5 = confirm x 0.5 + (1 - 0.5) x 0.5, so confirm = 0.5
+    assert figures["confirm_real"] == pytest.approx(0.5)
+    markdown = (out / "calibration.md").read_text()
+    assert "| graded 7 | 12 | 4 | 2 | 2 | 0 |" in markdown
+    assert "real findings confirmed (what is upheld beyond the false ones): 50.0%" in markdown
+    for row in data["items"]:  # the reviews are audited like any other call
+        audit_ok(Path(row["run_dir"]))
 
 
 def test_calibrate_without_verifications_asks_for_none(tmp_path: Path) -> None:
