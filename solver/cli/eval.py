@@ -30,6 +30,7 @@ from solver.evaluation import (
     plan_counts,
     plan_set,
     score_line,
+    verification_lines,
     write_calibration,
     write_set_results,
 )
@@ -413,6 +414,7 @@ def calibrate(
             f"pearson {_corr(agreed.pearson)}, spearman {_corr(agreed.spearman)}, "
             f"{len(agreed.disagreements)} disagreement(s)"
         )
+    text = "\n".join([text, *verification_lines(rows, plan.verifications)])
     _emit(
         as_json,
         {

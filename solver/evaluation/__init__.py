@@ -10,6 +10,7 @@ from solver.evaluation.calibrate import (
     calibration_report,
     load_graded,
     plan_calibration,
+    verification_lines,
     write_calibration,
 )
 from solver.evaluation.evaluate import (
@@ -75,6 +76,7 @@ __all__ = [
     "score_line",
     "served_model",
     "summarise",
+    "verification_lines",
     "write_calibration",
     "write_set_results",
 ]

@@ -536,6 +536,31 @@ def _reviewer_lines(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
+def verification_lines(rows: list[dict[str, Any]], per_variant: int) -> list[str]:
+    """The verifier and reviewer figures in a line each, for the command's last words (none
+    without verifications)."""
+    verifiers = verifier_figures(rows, per_variant)
+    if verifiers is None:
+        return []
+    variants = verifiers["variants"].values()
+    on_correct = sum(v["verifications_of_correct"] for v in variants)
+    fails = sum(
+        round((v["fails_on_correct"] or 0) * v["verifications_of_correct"]) for v in variants
+    )
+    hidden, judged = verifiers["hidden_count"]
+    lines = [
+        f"verifiers: {fails} fails in {on_correct} verdicts on proofs graded 7; "
+        f"{hidden} of {judged} flawed proofs hidden from every variant"
+    ]
+    reviewers = reviewer_figures(rows)
+    if reviewers is not None:
+        lines.append(
+            f"reviewer: overturned {_percent(reviewers['reject_false'])} of the false findings, "
+            f"confirmed {_percent(reviewers['confirm_real'])} of the real ones"
+        )
+    return lines
+
+
 def write_calibration(
     out_dir: Path, header: dict[str, Any], agreed: Agreement | None, rows: list[dict[str, Any]]
 ) -> tuple[Path, Path]:
