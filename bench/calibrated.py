@@ -18,7 +18,13 @@ reviewer from the same file:
   that a review decided, the share it overturned;
 - ``review_confirm_real``: of the blocking findings on flawed proofs, what the reviews upheld
   beyond the false findings expected there at the rate of proofs graded 7 (the lab's verifier
-  raises its false alarms at one rate whatever the proof's flaws).
+  raises its false alarms at one rate whatever the proof's flaws);
+- ``selector_accuracy`` (with ``--comparisons``): ``2 w - 1``, where ``w`` is the share of
+  the pairwise selector's choices that took the proof humans graded higher. The lab's
+  selector picks the better proof as it reads them with that accuracy and else a coin, so a
+  selector that reads both right wins ``(1 + a) / 2``; a misread proof also costs wins,
+  which the lab draws apart (a judge of the run's family misses what its verifiers miss), so
+  the value is a lower bound.
 
 The others are reported beside the lab's values and not applied: ``fails_on_flawed`` mixes
 the lab's ``detect`` with how many flaws each proof has, and the blind shares are the lab's
@@ -81,16 +87,19 @@ def wilson(part: int, whole: int) -> tuple[float, float]:
 
 
 def read_calibration(path: Path) -> dict[str, Any]:
-    """A ``calibration.json`` whose verifier figures are present; ValueError, saying what is
-    wrong, for a file that is not one or holds no verifications."""
+    """A ``calibration.json`` whose verifier or selector figures are present; ValueError,
+    saying what is wrong, for a file that is not one or holds neither."""
     data = _read_json(path, MAX_CALIBRATION_BYTES)
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
         raise ValueError(f"{path}: not a calibration.json of format {CALIBRATION_FORMAT}")
     figures = data.get("verifiers")
-    if figures is None:
+    if figures is None and data.get("selectors") is None:
         raise ValueError(
             f"{path}: holds no verifications; run solver eval calibrate with --verifications N"
+            " (and --comparisons for the selector)"
         )
+    if figures is None:
+        return data
     if not isinstance(figures, dict) or not isinstance(figures.get("variants"), dict):
         raise ValueError(f"{path}: its verifiers are not of format {CALIBRATION_FORMAT}")
     return data
@@ -244,7 +253,10 @@ def reviewer_measured(figures: Any) -> list[Measured]:
     that of ``u`` carried through the same line, holding ``f`` and ``r`` fixed."""
     names = ("review_reject_false", "review_confirm_real")
     if figures is None:
-        why = "the calibration has no reviews (made before reviews were recorded)"
+        why = (
+            "the calibration has no reviews: it was made without --verifications, "
+            "or before reviews were recorded"
+        )
         return [Measured(name, None, why) for name in names]
     if not isinstance(figures, dict):
         raise ValueError("the calibration's reviewers are not an object")
@@ -289,16 +301,38 @@ def reviewer_measured(figures: Any) -> list[Measured]:
     return [*out, Measured("review_confirm_real", value, basis, (confirm(low), confirm(high)))]
 
 
+def selector_measured(figures: Any) -> Measured:
+    """``selector_accuracy`` from the calibration's comparisons (module docstring)."""
+    if figures is None:
+        why = "the calibration made no comparison (solver eval calibrate --comparisons)"
+        return Measured("selector_accuracy", None, why)
+    if not isinstance(figures, dict):
+        raise ValueError("the calibration's selectors are not an object")
+    made, higher = _count(figures, "choices"), _count(figures, "chose_higher")
+    if higher > made:
+        raise ValueError("the calibration's selectors chose the higher more often than they chose")
+    if not made:
+        return Measured("selector_accuracy", None, "no comparison gave a choice")
+    low, high = wilson(higher, made)
+    return Measured(
+        "selector_accuracy",
+        max(2 * higher / made - 1, 0.0),
+        f"{higher} of {made} choices took the proof humans graded higher (2 w - 1)",
+        (max(2 * low - 1, 0.0), max(2 * high - 1, 0.0)),
+    )
+
+
 def lab_moves(path: Path) -> tuple[list[tuple[str, float]], list[str]]:
     """The ``--lab`` moves a calibration gives (name, value) and the lines that say where each
     comes from; ValueError, saying what is wrong, for a file that cannot give them."""
     data = read_calibration(path)
-    figures = data["verifiers"]
+    figures = data.get("verifiers")
     try:
         found = [
-            *measured(figures),
+            *(measured(figures) if figures is not None else []),
             grader_measured(data.get("items", [])),
             *reviewer_measured(data.get("reviewers")),
+            selector_measured(data.get("selectors")),
         ]
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None

@@ -217,6 +217,11 @@ class Grading(_Section):
         description="verifications of a given proof by each verifier variant, beside its "
         "grading (solver eval calibrate --verifications)",
     )
+    given_comparisons: bool = Field(
+        default=False,
+        description="compare each given proof pairwise, both ways, with the later proofs of "
+        "its problem that humans graded differently (solver eval calibrate --comparisons)",
+    )
 
 
 class Settings(_Section):

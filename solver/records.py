@@ -459,6 +459,8 @@ class Manifest(_ManifestPart):
     network: ManifestNetwork
     signing: ManifestSigning | None = None  # added by the store for a signed run
     given_proof: str | None = None  # a grading-only run's proof (`solver eval calibrate`)
+    # Proofs of the same problem the given one is compared with, pairwise (`--comparisons`).
+    rival_proofs: list[str] | None = None
     # Policy key -> its own endpoint, for the roles configured with one (absent: none).
     role_endpoints: dict[str, ManifestRoleEndpoint] | None = None
 

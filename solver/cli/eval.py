@@ -357,11 +357,19 @@ def run(
     help="Also verify each proof this many times with each verifier variant, and measure "
     "the variants against the humans [grading.given_verifications; 0].",
 )
+@click.option(
+    "--comparisons/--no-comparisons",
+    default=None,
+    help="Also compare each proof with the later proofs of its problem that humans graded "
+    "differently, both ways, with the pairwise selector, and measure how often it chooses "
+    "the better [grading.given_comparisons; off].",
+)
 @_common
 @reports_errors
 def calibrate(
     file: Path,
     verifications: int | None,
+    comparisons: bool | None,
     graders: int | None,
     aggregation: str | None,
     reconcile: str | None,
@@ -393,6 +401,7 @@ def calibrate(
         grading__reconcile=reconcile,
         grading__scale=scale,
         grading__given_verifications=verifications,
+        grading__given_comparisons=comparisons,
     )
     out = out_dir or Path("evals") / f"calibrate-{file.stem}"
     plan = plan_calibration(file, items, out, resolved.settings)
@@ -403,7 +412,7 @@ def calibrate(
         f"calibrate: {out}; {_plan_line(jobs)}",
     )
     results = _drive(jobs, resolved, parallel, as_json, lambda j: j.key, progress_every)
-    agreed, rows = calibration_report(items, results, plan.verifications)
+    agreed, rows = calibration_report(items, results, plan.verifications, plan.comparisons)
     header = calibration_header(plan, results)
     json_path, md_path = write_calibration(out, header, agreed, rows)
     if agreed is None:

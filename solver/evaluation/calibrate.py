@@ -37,10 +37,10 @@ from solver.evaluation.evaluate import Job, JobResult, file_digest, prepare_out,
 from solver.evaluation.scores import FULL_GRADE, Agreement, agreement, pearson
 from solver.evaluation.set_run import served_model
 from solver.loop.grading import AGGREGATIONS, aggregate
-from solver.loop.policy import BLOCKING_SEVERITIES, GIVEN
+from solver.loop.policy import BLOCKING_SEVERITIES, GIVEN, given_comparisons, rival_lineage
 from solver.loop.state import review_calls
 from solver.problems import Problem, read_checked_text
-from solver.roles.facts import ReviewFacts, VerificationFacts
+from solver.roles.facts import ReviewFacts, SelectionFacts, VerificationFacts
 from solver.run import read_state
 from solver.store import write_atomic
 
@@ -138,6 +138,20 @@ class CalibrationPlan:
     graders: int
     jobs: tuple[Job, ...]
     verifications: int = 0  # of each given proof by each verifier variant
+    comparisons: bool = False  # of each given proof with its rivals (rivals_of)
+
+
+def rivals_of(items: list[GradedProof]) -> dict[str, list[GradedProof]]:
+    """Each item's rivals: the later items of the same problem statement that humans graded
+    differently, in file order (so each pair is compared once, in the earlier item's run)."""
+    rivals: dict[str, list[GradedProof]] = {}
+    for i, item in enumerate(items):
+        rivals[item.item] = [
+            other
+            for other in items[i + 1 :]
+            if other.problem.statement == item.problem.statement and other.human != item.human
+        ]
+    return rivals
 
 
 def plan_calibration(
@@ -149,8 +163,12 @@ def plan_calibration(
     identity = {"digest": digest, "items": [i.item for i in items]}
     graders = settings.grading.evaluation_graders
     verifications = settings.grading.given_verifications
-    # (a directory made before the setting existed has no such key, and compares as before)
-    fixed = run_settings(settings, solve=False) | {"given_verifications": verifications}
+    comparisons = settings.grading.given_comparisons
+    # (a directory made before a setting existed has no such key, and compares as before)
+    fixed = run_settings(settings, solve=False) | {
+        "given_verifications": verifications,
+        "given_comparisons": comparisons,
+    }
     names = prepare_out(
         out_dir,
         identity,
@@ -158,10 +176,19 @@ def plan_calibration(
         extra={"file": str(file), "graders": graders},
         settings=fixed,
     )
+    rivals = rivals_of(items) if comparisons else {}
     jobs = tuple(
-        Job(i.item, 1, out_dir / names[i.item], i.problem, given_proof=i.proof) for i in items
+        Job(
+            i.item,
+            1,
+            out_dir / names[i.item],
+            i.problem,
+            given_proof=i.proof,
+            rival_proofs=tuple(r.proof for r in rivals.get(i.item, [])),
+        )
+        for i in items
     )
-    return CalibrationPlan(file, out_dir, digest, graders, jobs, verifications)
+    return CalibrationPlan(file, out_dir, digest, graders, jobs, verifications, comparisons)
 
 
 def calibration_header(plan: CalibrationPlan, results: list[JobResult]) -> dict[str, Any]:
@@ -170,16 +197,22 @@ def calibration_header(plan: CalibrationPlan, results: list[JobResult]) -> dict[
         "input": {"path": str(plan.file), "digest": plan.digest},
         "graders": plan.graders,
         "verifications": plan.verifications,
+        "comparisons": plan.comparisons,
         "model": served_model(results),
     }
 
 
 def calibration_report(
-    items: list[GradedProof], results: list[JobResult], verifications: int = 0
+    items: list[GradedProof],
+    results: list[JobResult],
+    verifications: int = 0,
+    comparisons: bool = False,
 ) -> tuple[Agreement | None, list[dict[str, Any]]]:
     """Agreement over the items whose grading run finished, and one row per item (with its
-    verifiers' verdicts when ``verifications`` were asked of each variant)."""
+    verifiers' verdicts when ``verifications`` were asked of each variant, and the
+    selector's choices between it and its rivals with ``comparisons``)."""
     by_item = {r.job.key: r for r in results}
+    rivals = rivals_of(items) if comparisons else {}
     rows: list[dict[str, Any]] = []
     pairs: list[tuple[str, float, float]] = []
     for graded in items:
@@ -208,6 +241,11 @@ def calibration_report(
                 "reviews": (
                     given_reviews(done.job.run_dir) if done and finished and verifications else {}
                 ),
+                "comparisons": (
+                    given_choices(done.job.run_dir, graded, rivals.get(graded.item, []))
+                    if done and finished
+                    else []
+                ),
             }
         )
         if model is not None:
@@ -228,6 +266,61 @@ def given_verdicts(run_dir: Path) -> dict[str, list[str | None]]:
         verdict = facts.verdict if isinstance(facts, VerificationFacts) else None
         verdicts.setdefault(call.variant, []).append(verdict)
     return verdicts
+
+
+def given_choices(
+    run_dir: Path, graded: GradedProof, rivals: list[GradedProof]
+) -> list[dict[str, Any]]:
+    """The selector's choices between a grading-only run's given proof and each of its
+    rivals: ``ab`` with the given proof shown first, ``ba`` with the rival first; each
+    "given", "rival", or None where no choice could be read."""
+    if not rivals:
+        return []
+    _, state = read_state(run_dir)
+    chosen: dict[str, dict[str, str | None]] = {}
+    for call_id, _, lineage in given_comparisons(state):
+        call = state.calls.get(call_id)
+        facts = call.facts if call is not None and call.status == "completed" else None
+        choice = facts.choice if isinstance(facts, SelectionFacts) else None
+        side = None if choice is None else "given" if choice[0] == GIVEN else "rival"
+        chosen.setdefault(lineage, {})[call_id.rsplit(".", 1)[-1]] = side
+    return [
+        {
+            "rival": rival.item,
+            "human": [graded.human, rival.human],
+            "choices": chosen.get(rival_lineage(number), {"ab": None, "ba": None}),
+        }
+        for number, rival in enumerate(rivals)
+    ]
+
+
+def selector_figures(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The pairwise selector against the humans, from the items' recorded choices (None when
+    no comparison was made): how often it chose the proof humans graded higher, how often
+    the proof shown first, and how often its two orders agreed."""
+    choices = [
+        (compared["human"], order, side)
+        for row in rows
+        for compared in row.get("comparisons") or []
+        for order, side in compared["choices"].items()
+    ]
+    if not choices:
+        return None
+    made = [(human, order, side) for human, order, side in choices if side is not None]
+    higher = sum(1 for (given, rival), _, side in made if (side == "given") == (given > rival))
+    first = sum(1 for _, order, side in made if (side == "given") == (order == "ab"))
+    pairs = [c["choices"] for row in rows for c in row.get("comparisons") or []]
+    both = [p for p in pairs if p.get("ab") is not None and p.get("ba") is not None]
+    return {
+        "comparisons": len(pairs),
+        "calls": len(choices),
+        "choices": len(made),
+        "chose_higher": higher,
+        "chose_first": first,
+        "orders_agree": sum(1 for p in both if p["ab"] == p["ba"]),
+        "both_orders": len(both),
+        "higher_share": _share(higher, len(made)),
+    }
 
 
 def given_reviews(run_dir: Path) -> dict[str, int]:
@@ -394,6 +487,7 @@ def calibration_markdown(
     rows: list[dict[str, Any]],
     verifiers: dict[str, Any] | None = None,
     reviewers: dict[str, Any] | None = None,
+    selectors: dict[str, Any] | None = None,
 ) -> str:
     lines = [
         f"# Grader calibration: {source}",
@@ -447,6 +541,8 @@ def calibration_markdown(
         lines += _verifier_lines(verifiers)
     if reviewers is not None:
         lines += _reviewer_lines(reviewers)
+    if selectors is not None:
+        lines += _selector_lines(selectors)
     lines += [
         "## Items",
         "",
@@ -537,11 +633,20 @@ def _reviewer_lines(figures: dict[str, Any]) -> list[str]:
 
 
 def verification_lines(rows: list[dict[str, Any]], per_variant: int) -> list[str]:
-    """The verifier and reviewer figures in a line each, for the command's last words (none
-    without verifications)."""
+    """The verifier, reviewer and selector figures in a line each, for the command's last
+    words (none without verifications or comparisons)."""
+    selectors = selector_figures(rows)
+    chosen = (
+        []
+        if selectors is None
+        else [
+            f"selector: chose the proof humans graded higher in {selectors['chose_higher']} "
+            f"of {selectors['choices']} choices ({_percent(selectors['higher_share'])})"
+        ]
+    )
     verifiers = verifier_figures(rows, per_variant)
     if verifiers is None:
-        return []
+        return chosen
     variants = verifiers["variants"].values()
     on_correct = sum(v["verifications_of_correct"] for v in variants)
     fails = sum(
@@ -558,7 +663,26 @@ def verification_lines(rows: list[dict[str, Any]], per_variant: int) -> list[str
             f"reviewer: overturned {_percent(reviewers['reject_false'])} of the false findings, "
             f"confirmed {_percent(reviewers['confirm_real'])} of the real ones"
         )
-    return lines
+    return [*lines, *chosen]
+
+
+def _selector_lines(figures: dict[str, Any]) -> list[str]:
+    made = figures["choices"]
+    return [
+        "## Selector",
+        "",
+        f"{figures['comparisons']} pair(s) of proofs of one problem that humans graded "
+        f"differently, each compared both ways by the pairwise selector "
+        f"({made} of {figures['calls']} calls gave a choice).",
+        "",
+        f"- chose the proof humans graded higher: {_percent(figures['higher_share'])} "
+        f"({figures['chose_higher']}/{made})",
+        f"- chose the proof shown first: {_percent(_share(figures['chose_first'], made))} "
+        f"({figures['chose_first']}/{made})",
+        f"- both orders chose the same proof: {figures['orders_agree']} of "
+        f"{figures['both_orders']} pairs",
+        "",
+    ]
 
 
 def write_calibration(
@@ -566,6 +690,7 @@ def write_calibration(
 ) -> tuple[Path, Path]:
     verifiers = verifier_figures(rows, int(header.get("verifications") or 0))
     reviewers = reviewer_figures(rows) if verifiers is not None else None
+    selectors = selector_figures(rows)
     data = {
         "format": CALIBRATION_FORMAT,
         **header,
@@ -575,12 +700,19 @@ def write_calibration(
         },
         "verifiers": verifiers,
         "reviewers": reviewers,
+        "selectors": selectors,
         "items": rows,
     }
     json_path, md_path = out_dir / "calibration.json", out_dir / "calibration.md"
     write_atomic(json_path, json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
     markdown = calibration_markdown(
-        header["input"]["path"], header["graders"], agreed, rows, verifiers, reviewers
+        header["input"]["path"],
+        header["graders"],
+        agreed,
+        rows,
+        verifiers,
+        reviewers,
+        selectors,
     )
     write_atomic(md_path, markdown.encode())
     return json_path, md_path

@@ -155,6 +155,7 @@ class Job:
     run_dir: Path
     problem: Problem
     given_proof: str | None = None
+    rival_proofs: tuple[str, ...] = ()  # compared with the given proof, pairwise
 
 
 @dataclass(frozen=True)
@@ -366,6 +367,7 @@ async def drive_job(
             on_created=lambda _: None,
             run_dir=run_dir,
             given_proof=job.given_proof,
+            rival_proofs=job.rival_proofs,
             capacity=capacity,
         )
         return JobResult(job, "finished", outcome.result.to_json())

@@ -1132,6 +1132,9 @@ def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
     assert state.selected is not None
     rules = cfg.evaluation_rules
     checks, checking = _given_checks(state, cfg)
+    comparisons, comparing = _given_selections(state)
+    checks += comparisons
+    checking = checking or comparing
     calls = evaluation_step(state, rules)
     if calls is None and not checks and not checking:
         finish = _finish(state, state.selected, state.selection_reason)
@@ -1142,6 +1145,30 @@ def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
 
 # The lineage of a grading-only run's given proof (solver.run.session.record_inputs).
 GIVEN = "given"
+_RIVAL = "rival"
+
+
+def rival_lineage(number: int) -> str:
+    """The lineage of the ``number``-th proof a given proof is compared with."""
+    return f"{_RIVAL}{number}"
+
+
+def given_comparisons(state: RunState) -> list[tuple[str, str, str]]:
+    """The pairwise selector calls comparing a given proof with each of its rivals, both ways:
+    (call id, target, rival lineage), the given proof shown first in the ``ab`` call."""
+    rivals = sorted(
+        (name for name in state.lineages if name.startswith(_RIVAL) and name[5:].isdigit()),
+        key=lambda name: int(name[5:]),
+    )
+    given = f"{GIVEN}.v0"
+    return [
+        call
+        for name in rivals
+        for call in (
+            (f"given.{name}.ab", f"{given},{name}.v0", name),
+            (f"given.{name}.ba", f"{name}.v0,{given}", name),
+        )
+    ]
 
 
 def _given_checks(state: RunState, cfg: PolicyConfig) -> tuple[list[CallPlanned], bool]:
@@ -1160,6 +1187,30 @@ def _given_checks(state: RunState, cfg: PolicyConfig) -> tuple[list[CallPlanned]
     checks = [c.model_copy(update={"phase": "evaluate"}) for c in (*planned, *reviews)]
     reviewing = review_calls(state, GIVEN, 0)
     return checks, any(c.status == "planned" for c in (*started, *reviewing))
+
+
+def _given_selections(state: RunState) -> tuple[list[CallPlanned], bool]:
+    """The comparisons of a given proof with its rivals still to start, and whether any
+    started is still running. They choose nothing: a calibration reads their choices against
+    the humans' grades."""
+    compared = given_comparisons(state)
+    calls = [
+        CallPlanned(
+            call_id=call_id,
+            role="selector",
+            variant="pairwise",
+            phase="evaluate",
+            target=target,
+        )
+        for call_id, target, _ in compared
+        if call_id not in state.calls
+    ]
+    running = any(
+        state.calls[call_id].status == "planned"
+        for call_id, _, _ in compared
+        if call_id in state.calls
+    )
+    return calls, running
 
 
 def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> RunEnd:

@@ -7,7 +7,7 @@ import contextlib
 import gc
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +39,7 @@ from solver.loop.engine import (
     wait_for_endpoint,
 )
 from solver.loop.finish import write_finish
-from solver.loop.policy import GIVEN, PolicyConfig
+from solver.loop.policy import GIVEN, PolicyConfig, rival_lineage
 from solver.loop.state import RunState
 from solver.problems import Problem
 from solver.records import (
@@ -559,11 +559,13 @@ async def start_run(
     on_created: Callable[[Path], None],
     run_dir: Path | None = None,
     given_proof: str | None = None,
+    rival_proofs: Sequence[str] = (),
     capacity: SharedCapacity | None = None,
     seams: Seams = Seams(),
 ) -> RunOutcome:
     """Create a run and drive it to its finish. With ``given_proof`` the run only grades that
-    proof in evaluation mode (``solver eval calibrate``): there is no solve phase."""
+    proof in evaluation mode (``solver eval calibrate``): there is no solve phase; with
+    ``rival_proofs`` as well, the selector compares it with each of them, both ways."""
     settings = resolved.settings
     if given_proof is not None:
         evaluation = True
@@ -592,6 +594,8 @@ async def start_run(
     if given_proof is not None:
         # so that a resume can record it if need be
         manifest = manifest.model_copy(update={"given_proof": given_proof})
+        if rival_proofs:
+            manifest = manifest.model_copy(update={"rival_proofs": list(rival_proofs)})
     store = RunStore.create(
         run_dir, manifest.to_json(), signing_key=settings.signing_key, blobs=manifest_blobs(problem)
     )
@@ -600,7 +604,7 @@ async def start_run(
         state = RunState()
         recorder = Recorder(store, state)
         store.set_session(1)
-        record_inputs(recorder, problem, evaluation, given_proof)
+        record_inputs(recorder, problem, evaluation, given_proof, rival_proofs)
         plan = SessionPlan(
             settings=settings,
             endpoint=endpoint,
@@ -617,11 +621,16 @@ async def start_run(
 
 
 def record_inputs(
-    recorder: Recorder, problem: Problem, evaluation: bool, given_proof: str | None
+    recorder: Recorder,
+    problem: Problem,
+    evaluation: bool,
+    given_proof: str | None,
+    rival_proofs: Sequence[str] = (),
 ) -> None:
-    """The run's inputs as artifacts (and, for a grading-only run, the given proof and the
-    decisions that skip the solve phase). Idempotent: a session killed right after the run
-    was created left some of them unwritten, and every session calls this first."""
+    """The run's inputs as artifacts (and, for a grading-only run, the given proof, its
+    rivals and the decisions that skip the solve phase). Idempotent: a session killed right
+    after the run was created left some of them unwritten, and every session calls this
+    first."""
     state = recorder.state
     for artifact, kind, text in problem_artifacts(problem, evaluation):
         if artifact not in state.artifacts:
@@ -646,6 +655,19 @@ def record_inputs(
                 version=0,
             )
         )
+    for number, rival in enumerate(rival_proofs):
+        lineage = rival_lineage(number)
+        if f"{lineage}.v0.proof" not in state.artifacts:
+            recorder.append(
+                ArtifactPut(
+                    artifact=f"{lineage}.v0.proof",
+                    kind="proof_text",
+                    blob=recorder.blob(rival.encode()),
+                    producer="input",
+                    lineage=lineage,
+                    version=0,
+                )
+            )
     if state.selected is None:
         recorder.append(Decision(kind="selected", lineage=GIVEN, version=0, reason="given proof"))
     if state.phase == "solve":
@@ -700,7 +722,13 @@ async def resume_run(
         target = resume_endpoint(
             manifest.endpoint, manifest.model.requested, resolved_now.settings, endpoint
         )
-        record_inputs(recorder, problem, manifest.evaluation, manifest.given_proof)
+        record_inputs(
+            recorder,
+            problem,
+            manifest.evaluation,
+            manifest.given_proof,
+            manifest.rival_proofs or (),
+        )
         plan = SessionPlan(
             settings=settings,
             endpoint=target.endpoint,

@@ -11,10 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
+from solver.cli.eval import eval_group
 from solver.serve.bench import BenchOptions, LevelResult, summary_json
-from solver.testing import GpuModel, RoleParams
-from tests.report.responders import calibrate_with_variants, judging_reviewer
+from solver.testing import FakeEndpoint, GpuModel, RoleParams
+from tests.report.responders import (
+    calibrate_with_variants,
+    calibration_grader,
+    judging_reviewer,
+    write_graded,
+)
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -131,6 +138,38 @@ def test_a_calibration_sets_the_lab_reviewer_parameters_it_measured(tmp_path: Pa
     assert "review_reject_false = 0.500 [" in text
     assert "2 of 4 blocking findings on proofs graded 7 overturned" in text
     assert "4 of 8 blocking findings on flawed proofs upheld, 50% of them taken as false" in text
+
+
+def test_a_calibration_with_comparisons_sets_the_selector_accuracy(tmp_path: Path) -> None:
+    file = tmp_path / "graded.jsonl"
+    rows = [("a", "Complete. GRADE=7", 7), ("b", "Gap. GRADE=2", 2), ("c", "Fine. GRADE=7", 7)]
+    write_graded(file, rows, problems={"a": "Show q.", "b": "Show q.", "c": "Show q."})
+    out = tmp_path / "cal"
+    # its selector answers "A" every time: half its choices take the proof graded higher
+    with FakeEndpoint(calibration_grader) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        result = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--comparisons"])
+    assert result.exit_code == 0, result.output
+    # no verifications: the verifier and reviewer stay at the centre, the selector is measured
+    moves, lines = calibrated.lab_moves(out / "calibration.json")
+    assert dict(moves) == {"selector_accuracy": 0.0, "grader_noise": 0.0}
+    text = "\n".join(lines)
+    assert "selector_accuracy = 0.000 [" in text
+    assert "2 of 4 choices took the proof humans graded higher (2 w - 1)" in text
+    assert "review_reject_false: not measured (the calibration has no reviews" in text
+
+
+def test_the_selector_accuracy_is_twice_the_winning_share_less_one() -> None:
+    found = calibrated.selector_measured({"choices": 40, "chose_higher": 34})
+    assert found.value == pytest.approx(0.7)
+    assert found.interval is not None and found.interval[0] < 0.7 < found.interval[1]
+    assert calibrated.selector_measured({"choices": 10, "chose_higher": 3}).value == 0.0
+    assert calibrated.selector_measured(None).value is None
+    assert calibrated.selector_measured({"choices": 0, "chose_higher": 0}).value is None
+    with pytest.raises(ValueError, match="more often than they chose"):
+        calibrated.selector_measured({"choices": 2, "chose_higher": 3})
+    with pytest.raises(ValueError, match="choices is not a count"):
+        calibrated.selector_measured({"choices": "many", "chose_higher": 3})
 
 
 def _reviews(correct: dict[str, int], flawed: dict[str, int]) -> dict[str, Any]:

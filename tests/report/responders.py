@@ -26,6 +26,7 @@ __all__ = [
     "calibration_grader",
     "disagreeing_graders",
     "judging_reviewer",
+    "judging_selector",
     "olympiad",
     "pair_grader",
     "slow",
@@ -164,11 +165,32 @@ def judging_reviewer(request: RecordedRequest) -> Reply:
     return json_reply("Review.", {"reviews": reviews})
 
 
-def write_graded(file: Path, rows: list[tuple[str, str, int]]) -> None:
-    """A JSON Lines file of (id, proof, human grade), each problem "Show <id>."."""
+def judging_selector(request: RecordedRequest) -> Reply:
+    """:func:`calibration_grader`, with a pairwise selector that chooses the proof marked
+    GRADE=7 (Proof A when both or neither are)."""
+    if role_of(request) != "selector":
+        return calibration_grader(request)
+    first = request.user_text.split("Proof B", 1)[0]
+    choice = "A" if "GRADE=7" in first else "B"
+    return json_reply("Choice.", {"choice": choice, "reason": "the complete one"})
+
+
+def write_graded(
+    file: Path, rows: list[tuple[str, str, int]], problems: dict[str, str] | None = None
+) -> None:
+    """A JSON Lines file of (id, proof, human grade), each problem "Show <id>." unless
+    ``problems`` names another statement for the id."""
+    statement = problems or {}
     file.write_text(
         "".join(
-            json.dumps({"id": i, "problem": f"Show {i}.", "proof": proof, "human_grade": human})
+            json.dumps(
+                {
+                    "id": i,
+                    "problem": statement.get(i, f"Show {i}."),
+                    "proof": proof,
+                    "human_grade": human,
+                }
+            )
             + "\n"
             for i, proof, human in rows
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from tests.report.responders import (
     calibrate_with_variants,
     calibration_grader,
     judging_reviewer,
+    judging_selector,
     pair_grader,
     variant_verifier,
     write_graded,
@@ -226,6 +228,53 @@ def test_calibrate_reviews_the_verifications_and_measures_the_reviewer(tmp_path:
     assert verification_lines(data["items"], 0) == []
     for row in data["items"]:  # the reviews are audited like any other call
         audit_ok(Path(row["run_dir"]))
+
+
+COMPARED = [
+    ("q-a", "Complete. GRADE=7", 7),
+    ("q-b", "A gap. GRADE=2", 2),
+    ("q-c", "Complete too. GRADE=7", 7),
+    ("r", "Alone. GRADE=5", 5),  # another problem: compared with nothing
+]
+
+
+def _compare(tmp_path: Path, responder: Any) -> tuple[dict[str, Any], str, list[str]]:
+    file = tmp_path / "graded.jsonl"
+    write_graded(file, COMPARED, problems={"q-a": "Show q.", "q-b": "Show q.", "q-c": "Show q."})
+    out = tmp_path / "cal"
+    with FakeEndpoint(responder) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        result = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--comparisons"])
+        selector_calls = [r.user_text for r in fake.requests if role_of(r) == "selector"]
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "calibration.json").read_text()), result.output, selector_calls
+
+
+def test_calibrate_compares_proofs_humans_graded_differently_both_ways(tmp_path: Path) -> None:
+    data, output, calls = _compare(tmp_path, judging_selector)
+    # q-a with q-b, and q-b with q-c (q-a and q-c are both 7s), each both ways
+    assert len(calls) == 4
+    rows = {row["item"]: row for row in data["items"]}
+    assert [c["rival"] for c in rows["q-a"]["comparisons"]] == ["q-b"]
+    assert rows["q-a"]["comparisons"][0]["choices"] == {"ab": "given", "ba": "given"}
+    assert rows["q-b"]["comparisons"][0]["choices"] == {"ab": "rival", "ba": "rival"}
+    assert rows["q-c"]["comparisons"] == [] and rows["r"]["comparisons"] == []
+    figures = data["selectors"]
+    assert figures["comparisons"] == 2 and figures["choices"] == 4
+    assert figures["higher_share"] == 1.0 and figures["chose_first"] == 2
+    assert figures["orders_agree"] == 2
+    assert "selector: chose the proof humans graded higher in 4 of 4 choices (100.0%)" in output
+    markdown = (tmp_path / "cal" / "calibration.md").read_text()
+    assert "- chose the proof shown first: 50.0% (2/4)" in markdown
+    for row in data["items"]:  # the comparisons are audited like any other call
+        audit_ok(Path(row["run_dir"]))
+
+
+def test_a_selector_that_always_chooses_proof_a_is_seen_for_what_it_is(tmp_path: Path) -> None:
+    data, _, _ = _compare(tmp_path, calibration_grader)  # its selector answers "A" each time
+    figures = data["selectors"]
+    assert figures["higher_share"] == 0.5 and figures["chose_first"] == 4
+    assert figures["orders_agree"] == 0 and figures["both_orders"] == 2
 
 
 def test_calibrate_without_verifications_asks_for_none(tmp_path: Path) -> None:
