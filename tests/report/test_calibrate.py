@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +18,8 @@ from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
 from solver.evaluation import agreement, load_graded, pearson, ranks, verification_lines
-from solver.testing import FakeEndpoint
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_endpoint import Reply
 from tests.loop.harness import audit_ok
 from tests.loop.scripts import role_of
 from tests.report.responders import (
@@ -26,6 +33,7 @@ from tests.report.responders import (
 )
 
 DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).resolve().parents[2]
 
 # (item, human, model): diffs 0, -1, 0, -2, 0, +3
 FIXTURE = [("a", 7, 7), ("b", 7, 6), ("c", 0, 0), ("d", 3, 1), ("e", 5, 5), ("f", 1, 4)]
@@ -275,6 +283,57 @@ def test_a_selector_that_always_chooses_proof_a_is_seen_for_what_it_is(tmp_path:
     figures = data["selectors"]
     assert figures["higher_share"] == 0.5 and figures["chose_first"] == 4
     assert figures["orders_agree"] == 0 and figures["both_orders"] == 2
+
+
+def test_a_calibration_killed_mid_comparison_resumes_without_repeating_it(
+    tmp_path: Path,
+) -> None:
+    file = tmp_path / "graded.jsonl"
+    write_graded(file, COMPARED, problems={"q-a": "Show q.", "q-b": "Show q.", "q-c": "Show q."})
+    out = tmp_path / "cal"
+    released = threading.Event()
+
+    def held(request: RecordedRequest) -> Reply:
+        if role_of(request) == "selector":
+            released.wait(60)  # the first process is killed while its selectors wait here
+        return judging_selector(request)
+
+    with FakeEndpoint(held) as fake:
+        args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
+        args += ["--graders", "1", "--comparisons"]
+        child = subprocess.Popen(
+            [sys.executable, "-m", "solver.cli.main", "eval", *args],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        journal = out / "q-a" / "journal.jsonl"
+        deadline = time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline:
+                if journal.is_file() and b'"given.rival0.ab"' in journal.read_bytes():
+                    break
+                assert child.poll() is None, "the calibration ended before it could be killed"
+                time.sleep(0.02)
+            else:
+                raise AssertionError("no comparison started within 120 s")
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            released.set()
+        result = CliRunner().invoke(eval_group, args)
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in journal.read_bytes().splitlines()]
+    completed = [r["data"]["call_id"] for r in records if r["type"] == "call.completed"]
+    assert sorted(c for c in completed if ".rival" in c) == ["given.rival0.ab", "given.rival0.ba"]
+    rivals = [
+        r for r in records if r["type"] == "artifact.put" and r["data"]["lineage"] == "rival0"
+    ]
+    assert len(rivals) == 1  # the rival proof is recorded once, not again on resume
+    data = json.loads((out / "calibration.json").read_text())
+    assert data["selectors"]["choices"] == 4 and data["selectors"]["higher_share"] == 1.0
+    audit_ok(out / "q-a")
 
 
 def test_calibrate_without_verifications_asks_for_none(tmp_path: Path) -> None:
