@@ -658,7 +658,15 @@ def verification_lines(rows: list[dict[str, Any]], per_variant: int) -> list[str
         f"{hidden} of {judged} flawed proofs hidden from every variant"
     ]
     reviewers = reviewer_figures(rows)
+    decided = 0
     if reviewers is not None:
+        decided = sum(
+            reviewers[kind]["upheld"] + reviewers[kind]["overturned"]
+            for kind in ("on_correct", "on_flawed")
+        )
+    if reviewers is not None and not decided:
+        lines.append("reviewer: no blocking finding was reviewed")
+    elif reviewers is not None:
         lines.append(
             f"reviewer: overturned {_percent(reviewers['reject_false'])} of the false findings, "
             f"confirmed {_percent(reviewers['confirm_real'])} of the real ones"

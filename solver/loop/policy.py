@@ -1221,7 +1221,7 @@ def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> R
         grade = grade_of(state, version)
         if (grade or 0) > 0:
             return RunEnd("partial", selected, reason)
-        if grade is None:
+        if grade is None and selected[0] != GIVEN:  # a given proof's grade is the evaluation's
             # Not a zero: nothing judged it, which the reader must not take for a verdict.
             return RunEnd("unsolved", selected, f"{reason}; no grader gave a grade")
         return RunEnd("unsolved", selected, reason)

@@ -276,6 +276,9 @@ def test_calibrate_compares_proofs_humans_graded_differently_both_ways(tmp_path:
     assert "- chose the proof shown first: 50.0% (2/4)" in markdown
     for row in data["items"]:  # the comparisons are audited like any other call
         audit_ok(Path(row["run_dir"]))
+        # its grade is the evaluation's: the reason claims no missing grade
+        result = json.loads((Path(row["run_dir"]) / "final" / "result.json").read_text())
+        assert result["reason"] == "given proof"
 
 
 def test_a_selector_that_always_chooses_proof_a_is_seen_for_what_it_is(tmp_path: Path) -> None:
