@@ -377,6 +377,9 @@ def _lineages(state: RunState, calls: list[CallView]) -> tuple[LineageView, ...]
             status, detail = "accepted", f"accepted at v{ln.accepted_version}"
         elif ln.abandoned:
             status, detail = "abandoned", ln.abandon_reason
+        elif ln.versions and all(v.producer == "input" for v in ln.versions.values()):
+            # a grading-only run's given proof, or a proof it is compared with: no rounds
+            status, detail = "open", "given to the run, not searched"
         else:
             status, detail = "open", f"{ln.consecutive_failures} failed round(s) in a row"
         versions = tuple(

@@ -17,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
+from solver.cli.main import main
 from solver.evaluation import agreement, load_graded, pearson, ranks, verification_lines
 from solver.testing import FakeEndpoint, RecordedRequest
 from solver.testing.fake_endpoint import Reply
@@ -279,6 +280,10 @@ def test_calibrate_compares_proofs_humans_graded_differently_both_ways(tmp_path:
         # its grade is the evaluation's: the reason claims no missing grade
         result = json.loads((Path(row["run_dir"]) / "final" / "result.json").read_text())
         assert result["reason"] == "given proof"
+    report = CliRunner().invoke(main, ["report", str(tmp_path / "cal" / "q-a")])
+    assert report.exit_code == 0, report.output
+    assert "**rival0**: open (given to the run, not searched)" in report.output
+    assert "`given.rival0.ab` selector [pairwise]: chose given v0" in report.output
 
 
 def test_a_selector_that_always_chooses_proof_a_is_seen_for_what_it_is(tmp_path: Path) -> None:
