@@ -9,7 +9,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +32,7 @@ __all__ = [
     "disagreeing_graders",
     "judging_reviewer",
     "judging_selector",
+    "kill_eval_when",
     "olympiad",
     "pair_grader",
     "slow",
@@ -173,6 +179,32 @@ def judging_selector(request: RecordedRequest) -> Reply:
     first = request.user_text.split("Proof B", 1)[0]
     choice = "A" if "GRADE=7" in first else "B"
     return json_reply("Choice.", {"choice": choice, "reason": "the complete one"})
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def kill_eval_when(args: list[str], ready: Callable[[], bool], waiting_for: str) -> None:
+    """Run ``solver eval ARGS`` in a child process and SIGKILL its process group as soon as
+    ``ready()`` holds (within 240 s, else AssertionError naming ``waiting_for``)."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", "solver.cli.main", "eval", *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            if ready():
+                return
+            assert child.poll() is None, "the evaluation ended before it could be killed"
+            time.sleep(0.02)
+        raise AssertionError(f"no {waiting_for} within 240 s")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
 
 
 def write_graded(

@@ -3,12 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +23,13 @@ from tests.report.responders import (
     calibration_grader,
     judging_reviewer,
     judging_selector,
+    kill_eval_when,
     pair_grader,
     variant_verifier,
     write_graded,
 )
 
 DATA = Path(__file__).parent / "data"
-REPO = Path(__file__).resolve().parents[2]
 
 # (item, human, model): diffs 0, -1, 0, -2, 0, +3
 FIXTURE = [("a", 7, 7), ("b", 7, 6), ("c", 0, 0), ("d", 3, 1), ("e", 5, 5), ("f", 1, 4)]
@@ -309,26 +304,14 @@ def test_a_calibration_killed_mid_comparison_resumes_without_repeating_it(
     with FakeEndpoint(held) as fake:
         args = ["calibrate", str(file), "--out", str(out), "--endpoint", fake.url + "/v1"]
         args += ["--graders", "1", "--comparisons"]
-        child = subprocess.Popen(
-            [sys.executable, "-m", "solver.cli.main", "eval", *args],
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
         journal = out / "q-a" / "journal.jsonl"
-        deadline = time.monotonic() + 120
+
+        def comparing() -> bool:
+            return journal.is_file() and b'"given.rival0.ab"' in journal.read_bytes()
+
         try:
-            while time.monotonic() < deadline:
-                if journal.is_file() and b'"given.rival0.ab"' in journal.read_bytes():
-                    break
-                assert child.poll() is None, "the calibration ended before it could be killed"
-                time.sleep(0.02)
-            else:
-                raise AssertionError("no comparison started within 120 s")
+            kill_eval_when(args, comparing, "comparison started")
         finally:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
             released.set()
         result = CliRunner().invoke(eval_group, args)
     assert result.exit_code == 0, result.output

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,9 +16,8 @@ from solver.testing import FakeEndpoint, RecordedRequest
 from solver.testing.fake_endpoint import Reply
 from tests.loop.harness import audit_ok
 from tests.loop.scripts import json_reply, role_of
-from tests.report.responders import disagreeing_graders, olympiad, slow
+from tests.report.responders import disagreeing_graders, kill_eval_when, olympiad, slow
 
-REPO = Path(__file__).resolve().parents[2]
 PROBLEMS = [
     {
         "id": "P1",
@@ -147,28 +141,14 @@ def test_eval_resumes_after_a_kill_without_repeating_finished_runs(tmp_path: Pat
     out = tmp_path / "eval"
     with FakeEndpoint(slow(olympiad, 0.004)) as fake:
         args = eval_args(set_path, out, fake.url, "--runs", "2", "--concurrency-problems", "2")
-        child = subprocess.Popen(
-            [sys.executable, "-m", "solver.cli.main", "eval", *args],
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
         runs = [out / name / f"run-{n}" for name in ("P1", "P2") for n in (1, 2)]
-        deadline = time.monotonic() + 240
-        try:
-            while time.monotonic() < deadline:
-                done = [r for r in runs if finished(r)]
-                going = [r for r in runs if (r / "journal.jsonl").is_file() and r not in done]
-                if done and going:
-                    break
-                assert child.poll() is None, "the evaluation ended before it could be killed"
-                time.sleep(0.02)
-            else:
-                raise AssertionError("no run finished within 240 s")
-        finally:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+
+        def one_done_one_going() -> bool:
+            done = [r for r in runs if finished(r)]
+            going = [r for r in runs if (r / "journal.jsonl").is_file() and r not in done]
+            return bool(done and going)
+
+        kill_eval_when(args, one_done_one_going, "run finished")
         # Classified after the kill: a run may have finished between the look and the kill.
         done = [r for r in runs if finished(r)]
         cut = [r for r in runs if (r / "journal.jsonl").is_file() and r not in done]
