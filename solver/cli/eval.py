@@ -406,10 +406,15 @@ def calibrate(
     out = out_dir or Path("evals") / f"calibrate-{file.stem}"
     plan = plan_calibration(file, items, out, resolved.settings)
     jobs = list(plan.jobs)
+    pairs = sum(len(job.rival_proofs) for job in jobs)
+    # pairs grow with the square of a problem's proofs: say what the comparisons will cost
+    compared = (
+        f"; {pairs} pair(s) to compare, {2 * pairs} selector calls" if plan.comparisons else ""
+    )
     _emit(
         as_json,
-        {"event": "calibrate.started", "out": str(out), "items": len(jobs)},
-        f"calibrate: {out}; {_plan_line(jobs)}",
+        {"event": "calibrate.started", "out": str(out), "items": len(jobs), "pairs": pairs},
+        f"calibrate: {out}; {_plan_line(jobs)}{compared}",
     )
     results = _drive(jobs, resolved, parallel, as_json, lambda j: j.key, progress_every)
     agreed, rows = calibration_report(items, results, plan.verifications, plan.comparisons)

@@ -1156,10 +1156,14 @@ def rival_lineage(number: int) -> str:
 def given_comparisons(state: RunState) -> list[tuple[str, str, str]]:
     """The pairwise selector calls comparing a given proof with each of its rivals, both ways:
     (call id, target, rival lineage), the given proof shown first in the ``ab`` call."""
-    rivals = sorted(
-        (name for name in state.lineages if name.startswith(_RIVAL) and name[5:].isdigit()),
-        key=lambda name: int(name[5:]),
-    )
+    if GIVEN not in state.lineages:
+        return []
+    numbered = {
+        int(name[len(_RIVAL) :]): name
+        for name in state.lineages
+        if name.startswith(_RIVAL) and name[len(_RIVAL) :].isdigit()
+    }
+    rivals = [numbered[number] for number in sorted(numbered)]
     given = f"{GIVEN}.v0"
     return [
         call

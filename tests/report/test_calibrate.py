@@ -268,6 +268,7 @@ def test_calibrate_compares_proofs_humans_graded_differently_both_ways(tmp_path:
     assert figures["higher_share"] == 1.0 and figures["chose_first"] == 2
     assert figures["orders_agree"] == 2
     assert "selector: chose the proof humans graded higher in 4 of 4 choices (100.0%)" in output
+    assert "; 2 pair(s) to compare, 4 selector calls" in output
     markdown = (tmp_path / "cal" / "calibration.md").read_text()
     assert "- chose the proof shown first: 50.0% (2/4)" in markdown
     for row in data["items"]:  # the comparisons are audited like any other call
