@@ -144,13 +144,13 @@ class CalibrationPlan:
 def rivals_of(items: list[GradedProof]) -> dict[str, list[GradedProof]]:
     """Each item's rivals: the later items of the same problem statement that humans graded
     differently, in file order (so each pair is compared once, in the earlier item's run)."""
+    by_problem: dict[str, list[GradedProof]] = {}
+    for item in items:  # grouped first: a file of many problems is not compared all to all
+        by_problem.setdefault(item.problem.statement, []).append(item)
     rivals: dict[str, list[GradedProof]] = {}
-    for i, item in enumerate(items):
-        rivals[item.item] = [
-            other
-            for other in items[i + 1 :]
-            if other.problem.statement == item.problem.statement and other.human != item.human
-        ]
+    for group in by_problem.values():
+        for i, item in enumerate(group):
+            rivals[item.item] = [other for other in group[i + 1 :] if other.human != item.human]
     return rivals
 
 
