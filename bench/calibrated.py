@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from solver.evaluation.calibrate import CALIBRATION_FORMAT
+from solver.evaluation.calibrate import CALIBRATION_FORMAT, confirmed_real, false_share
 from solver.store import UnsafeEntry, read_regular
 
 # calibration.json holds every item's record; a few hundred items is a few MB.
@@ -276,11 +276,7 @@ def reviewer_measured(figures: Any) -> list[Measured]:
         )
     ]
     on_flawed = flawed["upheld"] + flawed["overturned"]
-    false = (
-        min(correct["findings"] / correct["verdicts"] * flawed["verdicts"] / flawed["findings"], 1)
-        if correct["verdicts"] and on_flawed
-        else 1.0
-    )
+    false = false_share(correct, flawed) if correct["verdicts"] and on_flawed else 1.0
     if not on_flawed or false >= 1.0:
         why = (
             "no review decided a finding on a flawed proof"
@@ -290,7 +286,7 @@ def reviewer_measured(figures: Any) -> list[Measured]:
         return [*out, Measured("review_confirm_real", None, why)]
 
     def confirm(upheld: float) -> float:
-        return min(max((upheld - (1 - reject) * false) / (1 - false), 0.0), 1.0)
+        return confirmed_real(upheld, reject, false)
 
     low, high = wilson(flawed["upheld"], on_flawed)
     basis = (

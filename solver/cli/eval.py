@@ -21,6 +21,7 @@ from solver.evaluation import (
     Job,
     JobResult,
     Written,
+    calibration_figures,
     calibration_header,
     calibration_report,
     drive_jobs,
@@ -419,7 +420,8 @@ def calibrate(
     results = _drive(jobs, resolved, parallel, as_json, lambda j: j.key, progress_every)
     agreed, rows = calibration_report(items, results, plan.verifications, plan.comparisons)
     header = calibration_header(plan, results)
-    json_path, md_path = write_calibration(out, header, agreed, rows)
+    figures = calibration_figures(rows, plan.verifications)
+    json_path, md_path = write_calibration(out, header, agreed, rows, figures)
     if agreed is None:
         text = "no grading run finished"
     else:
@@ -428,7 +430,7 @@ def calibrate(
             f"pearson {_corr(agreed.pearson)}, spearman {_corr(agreed.spearman)}, "
             f"{len(agreed.disagreements)} disagreement(s)"
         )
-    text = "\n".join([text, *verification_lines(rows, plan.verifications)])
+    text = "\n".join([text, *verification_lines(figures)])
     _emit(
         as_json,
         {

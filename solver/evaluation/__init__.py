@@ -5,6 +5,7 @@ from __future__ import annotations
 from solver.evaluation.calibrate import (
     CalibrationPlan,
     GradedProof,
+    calibration_figures,
     calibration_header,
     calibration_markdown,
     calibration_report,
@@ -54,6 +55,7 @@ __all__ = [
     "RunScore",
     "Written",
     "agreement",
+    "calibration_figures",
     "calibration_header",
     "calibration_markdown",
     "calibration_report",

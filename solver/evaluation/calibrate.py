@@ -38,7 +38,7 @@ from solver.evaluation.scores import FULL_GRADE, Agreement, agreement, pearson
 from solver.evaluation.set_run import served_model
 from solver.loop.grading import AGGREGATIONS, aggregate
 from solver.loop.policy import BLOCKING_SEVERITIES, GIVEN, given_comparisons, rival_lineage
-from solver.loop.state import review_calls
+from solver.loop.state import RunState, review_calls
 from solver.problems import Problem, read_checked_text
 from solver.roles.facts import ReviewFacts, SelectionFacts, VerificationFacts
 from solver.run import read_state
@@ -221,6 +221,13 @@ def calibration_report(
         finished = done is not None and done.status == "finished"
         model = result.get("evaluation_score") if finished else None
         evaluation = result.get("evaluation") or {}
+        rivals_here = rivals.get(graded.item, [])
+        # the run's journal is read once, for whatever of it this calibration asked
+        state = (
+            read_state(done.job.run_dir)[1]
+            if done is not None and finished and (verifications or rivals_here)
+            else None
+        )
         rows.append(
             {
                 "item": graded.item,
@@ -235,17 +242,9 @@ def calibration_report(
                 "status": done.status if done else "unfinished",
                 "error": done.error if done else "",
                 "run_dir": str(done.job.run_dir) if done else "",
-                "verifications": (
-                    given_verdicts(done.job.run_dir) if done and finished and verifications else {}
-                ),
-                "reviews": (
-                    given_reviews(done.job.run_dir) if done and finished and verifications else {}
-                ),
-                "comparisons": (
-                    given_choices(done.job.run_dir, graded, rivals.get(graded.item, []))
-                    if done and finished
-                    else []
-                ),
+                "verifications": given_verdicts(state) if state and verifications else {},
+                "reviews": given_reviews(state) if state and verifications else {},
+                "comparisons": given_choices(state, graded, rivals_here) if state else [],
             }
         )
         if model is not None:
@@ -253,11 +252,10 @@ def calibration_report(
     return (agreement(pairs) if pairs else None), rows
 
 
-def given_verdicts(run_dir: Path) -> dict[str, list[str | None]]:
+def given_verdicts(state: RunState) -> dict[str, list[str | None]]:
     """A grading-only run's verdicts on its given proof, by verifier variant in call order:
     "pass", "fail", or None where none could be read (the call failed, was cut off or was
     not parsed)."""
-    _, state = read_state(run_dir)
     calls = [c for c in state.calls.values() if c.lineage == GIVEN and c.role == "verifier"]
     calls.sort(key=lambda c: int(c.call_id.rsplit(".", 1)[-1]))
     verdicts: dict[str, list[str | None]] = {}
@@ -269,14 +267,13 @@ def given_verdicts(run_dir: Path) -> dict[str, list[str | None]]:
 
 
 def given_choices(
-    run_dir: Path, graded: GradedProof, rivals: list[GradedProof]
+    state: RunState, graded: GradedProof, rivals: list[GradedProof]
 ) -> list[dict[str, Any]]:
     """The selector's choices between a grading-only run's given proof and each of its
     rivals: ``ab`` with the given proof shown first, ``ba`` with the rival first; each
     "given", "rival", or None where no choice could be read."""
     if not rivals:
         return []
-    _, state = read_state(run_dir)
     chosen: dict[str, dict[str, str | None]] = {}
     for call_id, _, lineage in given_comparisons(state):
         call = state.calls.get(call_id)
@@ -323,12 +320,11 @@ def selector_figures(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     }
 
 
-def given_reviews(run_dir: Path) -> dict[str, int]:
+def given_reviews(state: RunState) -> dict[str, int]:
     """How the reviewer judged the blocking findings of a grading-only run's verifications
     of its given proof: ``findings`` (critical or major, in verifications with a verdict),
     ``upheld`` (confirmed at a blocking severity, so the finding fails the proof),
     ``overturned`` (rejected, or confirmed only as minor) and ``unread`` (no review read)."""
-    _, state = read_state(run_dir)
     reviews = {c.target: c for c in review_calls(state, GIVEN, 0)}
     counts = {"findings": 0, "upheld": 0, "overturned": 0, "unread": 0}
     for call in state.calls.values():
@@ -356,6 +352,21 @@ def given_reviews(run_dir: Path) -> dict[str, int]:
     return counts
 
 
+def false_share(correct: dict[str, int], flawed: dict[str, int]) -> float:
+    """Of the blocking findings on flawed proofs (``flawed["findings"]`` > 0), the share taken
+    to be false alarms: the findings per verdict on proofs graded 7 (``correct["verdicts"]``
+    > 0), times the flawed proofs' verdicts, over their findings; at most 1."""
+    per_verdict = correct["findings"] / correct["verdicts"]
+    return min(per_verdict * flawed["verdicts"] / flawed["findings"], 1.0)
+
+
+def confirmed_real(upheld: float, reject_false: float, false: float) -> float:
+    """The share of real findings a reviewer confirms, from the share ``upheld`` of all the
+    findings on flawed proofs, of which the share ``false`` (< 1) are false alarms upheld at
+    ``1 - reject_false``: ``upheld = c (1 - false) + (1 - reject_false) false``, held to 0-1."""
+    return min(max((upheld - (1 - reject_false) * false) / (1 - false), 0.0), 1.0)
+
+
 def reviewer_figures(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The reviewer against the humans, from the items' recorded reviews (None when no
     verification was asked). On a proof humans graded 7 every blocking finding is a false
@@ -381,22 +392,19 @@ def reviewer_figures(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
     decided_correct = correct["upheld"] + correct["overturned"]
     reject_false = _share(correct["overturned"], decided_correct)
     decided_flawed = flawed["upheld"] + flawed["overturned"]
-    false_share = None  # of the flawed proofs' decided findings, the share taken to be false
+    false = None  # of the flawed proofs' decided findings, the share taken to be false
     confirm_real = None
     if correct["verdicts"] and decided_flawed and reject_false is not None:
-        # the false findings expected on the flawed proofs, as a share of their findings
-        per_verdict = correct["findings"] / correct["verdicts"]
-        false_share = min(per_verdict * flawed["verdicts"] / flawed["findings"], 1.0)
-        if false_share < 1.0:
+        false = false_share(correct, flawed)
+        if false < 1.0:
             upheld = flawed["upheld"] / decided_flawed
-            confirm_real = (upheld - (1 - reject_false) * false_share) / (1 - false_share)
-            confirm_real = min(max(confirm_real, 0.0), 1.0)
+            confirm_real = confirmed_real(upheld, reject_false, false)
     return {
         "on_correct": correct,
         "on_flawed": flawed,
         "reject_false": reject_false,
         "upheld_on_flawed": _share(flawed["upheld"], decided_flawed),
-        "false_share_on_flawed": false_share,
+        "false_share_on_flawed": false,
         "confirm_real": confirm_real,
     }
 
@@ -632,10 +640,22 @@ def _reviewer_lines(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
-def verification_lines(rows: list[dict[str, Any]], per_variant: int) -> list[str]:
-    """The verifier, reviewer and selector figures in a line each, for the command's last
+def calibration_figures(rows: list[dict[str, Any]], per_variant: int) -> dict[str, Any]:
+    """The verifier, reviewer and selector figures of the items' records (each None where the
+    calibration asked for none), for calibration.json, its markdown and the command's last
+    lines alike."""
+    verifiers = verifier_figures(rows, per_variant)
+    return {
+        "verifiers": verifiers,
+        "reviewers": reviewer_figures(rows) if verifiers is not None else None,
+        "selectors": selector_figures(rows),
+    }
+
+
+def verification_lines(figures: dict[str, Any]) -> list[str]:
+    """The figures of :func:`calibration_figures` in a line each, for the command's last
     words (none without verifications or comparisons)."""
-    selectors = selector_figures(rows)
+    selectors = figures["selectors"]
     chosen = (
         []
         if selectors is None
@@ -644,7 +664,7 @@ def verification_lines(rows: list[dict[str, Any]], per_variant: int) -> list[str
             f"of {selectors['choices']} choices ({_percent(selectors['higher_share'])})"
         ]
     )
-    verifiers = verifier_figures(rows, per_variant)
+    verifiers = figures["verifiers"]
     if verifiers is None:
         return chosen
     variants = verifiers["variants"].values()
@@ -657,14 +677,12 @@ def verification_lines(rows: list[dict[str, Any]], per_variant: int) -> list[str
         f"verifiers: {fails} fails in {on_correct} verdicts on proofs graded 7; "
         f"{hidden} of {judged} flawed proofs hidden from every variant"
     ]
-    reviewers = reviewer_figures(rows)
-    decided = 0
-    if reviewers is not None:
-        decided = sum(
-            reviewers[kind]["upheld"] + reviewers[kind]["overturned"]
-            for kind in ("on_correct", "on_flawed")
-        )
-    if reviewers is not None and not decided:
+    reviewers = figures["reviewers"]
+    # each share is None exactly when no review decided a finding of its kind of proof
+    undecided = reviewers is not None and (
+        reviewers["reject_false"] is None and reviewers["upheld_on_flawed"] is None
+    )
+    if undecided:
         lines.append("reviewer: no blocking finding was reviewed")
     elif reviewers is not None:
         lines.append(
@@ -694,11 +712,18 @@ def _selector_lines(figures: dict[str, Any]) -> list[str]:
 
 
 def write_calibration(
-    out_dir: Path, header: dict[str, Any], agreed: Agreement | None, rows: list[dict[str, Any]]
+    out_dir: Path,
+    header: dict[str, Any],
+    agreed: Agreement | None,
+    rows: list[dict[str, Any]],
+    figures: dict[str, Any],
 ) -> tuple[Path, Path]:
-    verifiers = verifier_figures(rows, int(header.get("verifications") or 0))
-    reviewers = reviewer_figures(rows) if verifiers is not None else None
-    selectors = selector_figures(rows)
+    """calibration.json and calibration.md, with the ``figures`` of :func:`calibration_figures`."""
+    verifiers, reviewers, selectors = (
+        figures["verifiers"],
+        figures["reviewers"],
+        figures["selectors"],
+    )
     data = {
         "format": CALIBRATION_FORMAT,
         **header,
@@ -706,9 +731,7 @@ def write_calibration(
         "by_aggregation": {
             how: a.to_json() if a else None for how, a in agreement_by_aggregation(rows).items()
         },
-        "verifiers": verifiers,
-        "reviewers": reviewers,
-        "selectors": selectors,
+        **figures,
         "items": rows,
     }
     json_path, md_path = out_dir / "calibration.json", out_dir / "calibration.md"

@@ -644,25 +644,14 @@ def record_inputs(
             )
     if given_proof is None:
         return
-    if "given.v0.proof" not in state.artifacts:
-        recorder.append(
-            ArtifactPut(
-                artifact="given.v0.proof",
-                kind="proof_text",
-                blob=recorder.blob(given_proof.encode()),
-                producer="input",
-                lineage=GIVEN,
-                version=0,
-            )
-        )
-    for number, rival in enumerate(rival_proofs):
-        lineage = rival_lineage(number)
+    given = [(GIVEN, given_proof), *((rival_lineage(n), p) for n, p in enumerate(rival_proofs))]
+    for lineage, proof in given:
         if f"{lineage}.v0.proof" not in state.artifacts:
             recorder.append(
                 ArtifactPut(
                     artifact=f"{lineage}.v0.proof",
                     kind="proof_text",
-                    blob=recorder.blob(rival.encode()),
+                    blob=recorder.blob(proof.encode()),
                     producer="input",
                     lineage=lineage,
                     version=0,

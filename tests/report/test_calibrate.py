@@ -13,7 +13,14 @@ from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
 from solver.cli.main import main
-from solver.evaluation import agreement, load_graded, pearson, ranks, verification_lines
+from solver.evaluation import (
+    agreement,
+    calibration_figures,
+    load_graded,
+    pearson,
+    ranks,
+    verification_lines,
+)
 from solver.testing import FakeEndpoint, RecordedRequest
 from solver.testing.fake_endpoint import Reply
 from tests.loop.harness import audit_ok
@@ -224,12 +231,12 @@ def test_calibrate_reviews_the_verifications_and_measures_the_reviewer(tmp_path:
     assert "| graded 7 | 12 | 4 | 2 | 2 | 0 |" in markdown
     assert "real findings confirmed (what is upheld beyond the false ones): 50.0%" in markdown
     # the command's last lines say the same
-    assert verification_lines(data["items"], 2) == [
+    assert verification_lines(calibration_figures(data["items"], 2)) == [
         "verifiers: 4 fails in 12 verdicts on proofs graded 7; "
         "0 of 2 flawed proofs hidden from every variant",
         "reviewer: overturned 50.0% of the false findings, confirmed 50.0% of the real ones",
     ]
-    assert verification_lines(data["items"], 0) == []
+    assert verification_lines(calibration_figures(data["items"], 0)) == []
     for row in data["items"]:  # the reviews are audited like any other call
         audit_ok(Path(row["run_dir"]))
 
