@@ -1,4 +1,5 @@
-"""`solver eval SET` and `solver eval calibrate FILE` (layout: solver/evaluation/evaluate.py)."""
+"""`solver eval SET`, `solver eval calibrate FILE` and `solver eval proofs SOURCE...` (layout:
+solver/evaluation/evaluate.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import click
 from solver.cli.errors import reports_errors
 from solver.cli.run import run_interruptibly
 from solver.config import ResolvedSettings
-from solver.errors import Interrupted
+from solver.errors import InputError, Interrupted
 from solver.evaluation import (
     EVAL_GRADERS,
+    EXPORT_CHOICES,
     EvalMonitor,
     EvalSummary,
     Job,
@@ -24,6 +26,7 @@ from solver.evaluation import (
     calibration_figures,
     calibration_header,
     calibration_report,
+    collect_proofs,
     drive_jobs,
     eval_settings,
     load_graded,
@@ -33,6 +36,7 @@ from solver.evaluation import (
     score_line,
     verification_lines,
     write_calibration,
+    write_proofs,
     write_set_results,
 )
 from solver.problems import load_problem_set
@@ -248,12 +252,13 @@ def _set_finished(summary: EvalSummary, written: Written, runs: int, as_json: bo
 @click.group(
     "eval",
     cls=_DefaultToRun,
-    subcommand_metavar="SET [OPTIONS] | calibrate FILE [OPTIONS]",
+    subcommand_metavar="SET [OPTIONS] | calibrate FILE [OPTIONS] | proofs SOURCE... --out FILE",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 def eval_group() -> None:
-    """Score a whole problem set like a competition (`solver eval SET`), or measure the
-    graders against human grades (`solver eval calibrate FILE`)."""
+    """Score a whole problem set like a competition (`solver eval SET`), measure the
+    graders against human grades (`solver eval calibrate FILE`), or write runs' proofs for
+    humans to grade (`solver eval proofs SOURCE... --out FILE`)."""
 
 
 @eval_group.command("run")
@@ -442,3 +447,61 @@ def calibrate(
         f"{text}\nresults: {json_path}  {md_path}",
     )
     _exit_on_errors(results, as_json)
+
+
+@eval_group.command("proofs")
+@click.argument(
+    "sources", metavar="SOURCE...", nargs=-1, required=True, type=click.Path(path_type=Path)
+)
+@click.option(
+    "--out",
+    "out_file",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The JSON Lines file to write (.jsonl); an existing file is never replaced.",
+)
+@click.option(
+    "--versions",
+    "which",
+    type=click.Choice(EXPORT_CHOICES),
+    default="chosen",
+    show_default=True,
+    help="chosen: every accepted version, each lineage's best and the selected proof; "
+    "all: every version with a proof.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
+@reports_errors
+def proofs(sources: tuple[Path, ...], out_file: Path, which: str, as_json: bool) -> None:
+    """Write the proofs of runs (run directories, or evaluation directories of `solver eval`)
+    as JSON Lines for humans to grade: each line the problem, its reference solution and
+    guidelines where it has them, one proof and an empty human_grade. No verdict, grade or
+    choice of the machine is written, and lines are ordered by problem and proof digest, so
+    a grader cannot tell which proof the run preferred. Graded, the file is what `solver eval
+    calibrate FILE --verifications N --comparisons` measures the run's model with."""
+    export = collect_proofs(list(sources), "all" if which == "all" else "chosen")
+    if not export.proofs:
+        raise InputError(
+            f"no proofs in {export.runs} run(s) of {', '.join(map(str, sources))}; nothing written"
+        )
+    write_proofs(export, out_file)
+    points = sorted({p.problem.points for p in export.proofs})
+    scale = f"0-{points[0]}" if len(points) == 1 else "0 to each line's max_points"
+    unfinished = f" ({export.unfinished} not finished)" if export.unfinished else ""
+    text = (
+        f"wrote {len(export.proofs)} proof(s) of {export.problems} problem(s) from "
+        f"{export.runs} run(s){unfinished} to {out_file}\n"
+        f"next: write each line's human_grade ({scale}), then "
+        f"`solver eval calibrate {out_file} --verifications 8 --comparisons`"
+    )
+    event = {
+        "event": "proofs.written",
+        "out": str(out_file),
+        "proofs": len(export.proofs),
+        "problems": export.problems,
+        "runs": export.runs,
+        "unfinished": export.unfinished,
+    }
+    if as_json:
+        click.echo(json.dumps(event, sort_keys=True))
+    else:
+        click.echo(text)

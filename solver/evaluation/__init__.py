@@ -26,6 +26,13 @@ from solver.evaluation.evaluate import (
     quiet_progress,
     run_settings,
 )
+from solver.evaluation.export import (
+    EXPORT_CHOICES,
+    ExportedProof,
+    ProofExport,
+    collect_proofs,
+    write_proofs,
+)
 from solver.evaluation.output import Written, results_json, results_markdown, score_line
 from solver.evaluation.scores import (
     EvalSummary,
@@ -46,12 +53,15 @@ from solver.evaluation.set_run import (
 
 __all__ = [
     "EVAL_GRADERS",
+    "EXPORT_CHOICES",
     "CalibrationPlan",
     "EvalMonitor",
     "EvalSummary",
+    "ExportedProof",
     "GradedProof",
     "Job",
     "JobResult",
+    "ProofExport",
     "RunScore",
     "Written",
     "agreement",
@@ -59,6 +69,7 @@ __all__ = [
     "calibration_header",
     "calibration_markdown",
     "calibration_report",
+    "collect_proofs",
     "drive_jobs",
     "eval_settings",
     "file_digest",
@@ -80,5 +91,6 @@ __all__ = [
     "summarise",
     "verification_lines",
     "write_calibration",
+    "write_proofs",
     "write_set_results",
 ]

@@ -63,6 +63,10 @@ def _first(row: dict[str, Any], *keys: str) -> Any:
     return None
 
 
+class _Ungraded(ValueError):
+    """A line that names a human grade and leaves it empty (as `solver eval proofs` writes)."""
+
+
 def _graded(path: Path, line_no: int, row: dict[str, Any]) -> GradedProof:
     where = f"{path}: line {line_no}"
     prediction = row.get("model_prediction")
@@ -72,6 +76,8 @@ def _graded(path: Path, line_no: int, row: dict[str, Any]) -> GradedProof:
     statement = _first(merged, "problem", "statement", "question")
     proof = _first(merged, "proof", "response")
     human = _first(merged, "human_grade", "human_rating", "points")
+    if statement is not None and proof is not None and human is None and "human_grade" in merged:
+        raise _Ungraded(f"{where}: no human grade yet")
     if statement is None or proof is None or human is None:
         raise ValueError(f"{where}: needs a problem statement, a proof and a human grade")
     if not isinstance(human, int | float) or isinstance(human, bool):
@@ -99,6 +105,7 @@ def load_graded(path: Path) -> list[GradedProof]:
 
     _, text = read_checked_text(path, extensions=(".jsonl",), max_bytes=MAX_FILE_BYTES)
     items: list[GradedProof] = []
+    ungraded: list[int] = []
     seen: set[str] = set()
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -115,6 +122,9 @@ def load_graded(path: Path) -> list[GradedProof]:
             raise input_error(path, f"line {line_no}: not a JSON object")
         try:
             graded = _graded(path, line_no, row)
+        except _Ungraded:
+            ungraded.append(line_no)
+            continue
         except ValueError as exc:
             raise input_error(path, str(exc).split(": ", 1)[1]) from None
         if graded.item in seen:
@@ -123,6 +133,13 @@ def load_graded(path: Path) -> list[GradedProof]:
             )
         seen.add(graded.item)
         items.append(graded)
+    if ungraded:
+        shown = ", ".join(map(str, ungraded[:10])) + (", ..." if len(ungraded) > 10 else "")
+        raise input_error(
+            path,
+            f"{len(ungraded)} of {len(ungraded) + len(items)} proofs have no human grade yet "
+            f"(line {shown}): write each line's human_grade before calibrating",
+        )
     if not items:
         raise input_error(path, "no graded proofs in the file")
     return items

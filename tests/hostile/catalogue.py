@@ -328,6 +328,17 @@ def _journal_link(ctx: Ctx) -> None:
     assert tree_snapshot(ctx.outside) == before
 
 
+@case("eval-proofs-run-symlink", "4", "symlinks planted in a run", "not followed, exit 2")
+def _eval_proofs_link(ctx: Ctx) -> None:
+    evaluation = ctx.tmp / "evals"
+    (evaluation / "item").mkdir(parents=True)
+    (evaluation / "item" / "run-1").symlink_to(ctx.finished, target_is_directory=True)
+    (evaluation / "EVAL.json").write_text(json.dumps({"dirs": {"item": "item"}}))
+    out = ctx.tmp / "proofs.jsonl"
+    expect_code(run_cli(["eval", "proofs", str(evaluation), "--out", str(out)]), 2, "0 run(s)")
+    assert not out.exists()
+
+
 @case("fifo-entries", "5", "special files in a run", "audit/status/report/resume exit 65, no hang")
 def _fifos(ctx: Ctx) -> None:
     for name in ("journal.jsonl", "MANIFEST.json", ".lock", "blob"):
@@ -396,6 +407,19 @@ def _forge_final(ctx: Ctx, names: dict[str, str]) -> Path:
         return data
 
     return rewrite(ctx.finished, ctx.tmp / "forged", edit)
+
+
+@case("eval-proofs-name-escapes", "6", "names that leave the run", "exit 2, nothing read")
+def _eval_proofs_escape(ctx: Ctx) -> None:
+    evaluation = ctx.tmp / "evals"
+    evaluation.mkdir()
+    copy_run(ctx.finished, ctx.tmp / "elsewhere" / "run-1")
+    for name in ("../elsewhere", "/etc", "a/../../elsewhere"):
+        (evaluation / "EVAL.json").write_text(json.dumps({"dirs": {"item": name}}))
+        out = ctx.tmp / "proofs.jsonl"
+        outcome = run_cli(["eval", "proofs", str(evaluation), "--out", str(out)])
+        expect_code(outcome, 2, "is not a directory name of this evaluation")
+        assert not out.exists()
 
 
 @case("final-name-escapes", "6", "names that leave the run", "audit fails, never hashes it")

@@ -1,0 +1,176 @@
+"""`solver eval proofs SOURCE... --out FILE`: a run's own proofs, written for humans to grade,
+and read back by `solver eval calibrate` once graded."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from solver.cli.main import main
+from solver.evaluation import load_graded
+from solver.evaluation.calibrate import rivals_of
+from tests.loop import scripts
+from tests.loop.harness import EVAL_PROBLEM, ScriptedEndpoint, solve, state_of
+
+FIELDS = {
+    "id",
+    "human_grade",
+    "max_points",
+    "problem",
+    "reference_solution",
+    "grading_guidelines",
+    "proof",
+    "source",
+}
+
+
+def _revised_run(tmp_path: Path, problem: str | None = None, **extra: Any) -> Path:
+    """One lineage: a flawed first proof that fails, revised into one that is accepted."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    with ScriptedEndpoint(scripts.fix_after_finding) as scripted:
+        kwargs: dict[str, Any] = {"candidates": 1, **extra}
+        outcome = solve(
+            scripted, tmp_path, **({"problem_text": problem} if problem else {}), **kwargs
+        )
+    return outcome.run_dir
+
+
+def _export(*args: str) -> Any:
+    return CliRunner().invoke(main, ["eval", "proofs", *args])
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_writes_the_accepted_proof_for_blind_grading_and_every_version_on_request(
+    tmp_path: Path,
+) -> None:
+    run = _revised_run(tmp_path)
+    state = state_of(run)
+    (lineage,) = state.lineages.values()
+    assert [v.status for v in lineage.versions.values()] == ["failed", "accepted"]
+
+    chosen = tmp_path / "chosen.jsonl"
+    result = _export(str(run), "--out", str(chosen))
+    assert result.exit_code == 0, result.output
+    assert "wrote 1 proof(s) of 1 problem(s) from 1 run(s)" in result.output
+    assert f"solver eval calibrate {chosen} --verifications 8 --comparisons" in result.output
+    (row,) = _rows(chosen)
+    assert set(row) == FIELDS  # no verdict, grade, status or choice of the machine
+    assert row["human_grade"] is None and row["max_points"] == 7
+    assert row["problem"].startswith("Prove that the sum of the squares")
+    assert scripts.GOOD_PROOF in row["proof"] and "FLAW" not in row["proof"]
+    sha = hashlib.sha256(row["proof"].encode()).hexdigest()
+    assert row["id"] == f"odd-squares-{sha[:12]}"
+    assert [(s["lineage"], s["version"]) for s in row["source"]] == [("L0", 1)]
+
+    every = tmp_path / "all.jsonl"
+    result = _export(str(run), "--out", str(every), "--versions", "all", "--json")
+    assert result.exit_code == 0, result.output
+    event = json.loads(result.output)
+    assert event == {
+        "event": "proofs.written",
+        "out": str(every),
+        "proofs": 2,
+        "problems": 1,
+        "runs": 1,
+        "unfinished": 0,
+    }
+    rows = _rows(every)
+    # ordered by digest, not by version: the order does not say which proof was accepted
+    digests = [hashlib.sha256(r["proof"].encode()).hexdigest() for r in rows]
+    assert digests == sorted(digests)
+    assert sorted("FLAW" in r["proof"] for r in rows) == [False, True]
+
+
+def test_one_line_per_distinct_proof_across_runs_and_evaluation_directories(
+    tmp_path: Path,
+) -> None:
+    run = _revised_run(tmp_path / "a")
+    # an evaluation directory as `solver eval SET` lays it out: OUT/<item>/run-N
+    evaluation = tmp_path / "evals" / "set"
+    shutil.copytree(run, evaluation / "odd-squares" / "run-1")
+    shutil.copytree(run, evaluation / "odd-squares" / "run-2")
+    (evaluation / "not-started").mkdir()
+    (evaluation / "EVAL.json").write_text(
+        json.dumps({"dirs": {"odd-squares": "odd-squares", "other": "not-started"}})
+    )
+    out = tmp_path / "graded.jsonl"
+    result = _export(str(run), str(evaluation), "--out", str(out), "--versions", "all")
+    assert result.exit_code == 0, result.output
+    assert "from 3 run(s)" in result.output
+    rows = _rows(out)
+    assert len(rows) == 2  # the same two texts in three runs
+    for row in rows:
+        assert len(row["source"]) == 3
+        assert {s["run_dir"] for s in row["source"]} == {
+            str(run),
+            str(evaluation / "odd-squares" / "run-1"),
+            str(evaluation / "odd-squares" / "run-2"),
+        }
+
+
+def test_calibrate_says_how_many_proofs_still_need_a_human_grade(tmp_path: Path) -> None:
+    run = _revised_run(tmp_path, problem=EVAL_PROBLEM)
+    out = tmp_path / "to-grade.jsonl"
+    assert _export(str(run), "--out", str(out), "--versions", "all").exit_code == 0
+    rows = _rows(out)
+    assert {r["reference_solution"] for r in rows} == {"Work modulo 4. MARKER-REFERENCE-55aa"}
+    assert {r["grading_guidelines"] for r in rows} == {"(Partial) reduce modulo 4."}
+
+    ungraded = CliRunner().invoke(main, ["eval", "calibrate", str(out)])
+    assert ungraded.exit_code == 2
+    assert "2 of 2 proofs have no human grade yet (line 1, 2)" in ungraded.output
+    assert "Traceback" not in ungraded.output
+
+    for row in rows:  # a person grades them
+        row["human_grade"] = 0 if "FLAW" in row["proof"] else 7
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    items = load_graded(out)
+    assert sorted(i.human for i in items) == [0, 7]
+    assert {i.problem.reference_solution for i in items} == {rows[0]["reference_solution"]}
+    # two proofs of one problem graded differently: a pair for --comparisons
+    assert sum(len(r) for r in rivals_of(items).values()) == 1
+
+
+@pytest.mark.parametrize(
+    ("setup", "code", "message"),
+    [
+        ("exists", 2, "exists (it may hold grades already given)"),
+        ("suffix", 2, "the file calibrate reads ends in .jsonl"),
+        ("not-a-run", 2, "neither a run (MANIFEST.json) nor an evaluation"),
+        ("missing", 6, "not a directory"),
+        ("eval-not-json", 2, "not JSON"),
+    ],
+)
+def test_bad_sources_and_outputs_are_one_line_errors_that_write_nothing(
+    tmp_path: Path, setup: str, code: int, message: str
+) -> None:
+    run = _revised_run(tmp_path)
+    out = tmp_path / "out.jsonl"
+    source = run
+    if setup == "exists":
+        out.write_text('{"id": "graded-by-hand", "human_grade": 5}\n')
+    elif setup == "suffix":
+        out = tmp_path / "out.json"
+    elif setup == "not-a-run":
+        source = tmp_path / "empty"
+        source.mkdir()
+    elif setup == "missing":
+        source = tmp_path / "nowhere"
+    elif setup == "eval-not-json":
+        source = tmp_path / "evals"
+        source.mkdir()
+        (source / "EVAL.json").write_text("{not json")
+    before = out.read_bytes() if out.exists() else None
+    result = _export(str(source), "--out", str(out))
+    assert result.exit_code == code, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert (out.read_bytes() if out.exists() else None) == before
