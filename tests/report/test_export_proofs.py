@@ -15,8 +15,12 @@ from click.testing import CliRunner
 from solver.cli.main import main
 from solver.evaluation import load_graded
 from solver.evaluation.calibrate import rivals_of
+from solver.testing import FakeEndpoint, RecordedRequest, role_of
+from solver.testing.fake_endpoint import Reply
 from tests.loop import scripts
 from tests.loop.harness import EVAL_PROBLEM, ScriptedEndpoint, solve, state_of
+from tests.loop.scripts import json_reply
+from tests.report.responders import variant_verifier
 
 FIELDS = {
     "id",
@@ -174,3 +178,46 @@ def test_bad_sources_and_outputs_are_one_line_errors_that_write_nothing(
     assert result.exit_code == code, result.output
     assert message in result.output and "Traceback" not in result.output
     assert (out.read_bytes() if out.exists() else None) == before
+
+
+def _chain_responder(request: RecordedRequest) -> Reply:
+    """Verifier variants with their own blind spots (``variant_verifier``) and a selector
+    that takes the proof without the flaw."""
+    if role_of(request) == "selector":
+        first = request.user_text.split("Proof B", 1)[0]
+        return json_reply("Choice.", {"choice": "B" if "FLAW" in first else "A", "reason": "r"})
+    return variant_verifier(request)
+
+
+def test_a_runs_proofs_graded_by_people_calibrate_the_verifiers_and_the_selector(
+    tmp_path: Path,
+) -> None:
+    run = _revised_run(tmp_path / "solve")
+    graded = tmp_path / "graded.jsonl"
+    assert _export(str(run), "--out", str(graded), "--versions", "all").exit_code == 0
+    rows = _rows(graded)
+    for row in rows:
+        row["human_grade"] = 0 if "FLAW" in row["proof"] else 7
+    graded.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    out = tmp_path / "cal"
+    with FakeEndpoint(_chain_responder) as fake:
+        args = ["eval", "calibrate", str(graded), "--out", str(out), "--graders", "1"]
+        result = CliRunner().invoke(
+            main,
+            [*args, "--verifications", "1", "--comparisons", "--json"],
+            env={"SOLVER_ENDPOINT": fake.url + "/v1"},
+        )
+    assert result.exit_code == 0, result.output
+    started = next(
+        json.loads(line) for line in result.output.splitlines() if "calibrate.started" in line
+    )
+    assert started["items"] == 2 and started["pairs"] == 1  # the pair DSM-V2's file lacks
+    data = json.loads((out / "calibration.json").read_text())
+    assert data["selectors"]["comparisons"] == 1
+    assert data["selectors"]["higher_share"] == 1.0
+    verifiers = data["verifiers"]
+    # of the one flawed proof: one variant is blind to it, the others are not
+    assert verifiers["hidden_count"] == [0, 1]
+    blind = sorted(v["blind"] for v in verifiers["variants"].values())
+    assert blind == [0.0, 0.0, 1.0]
