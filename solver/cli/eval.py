@@ -258,7 +258,7 @@ def _set_finished(summary: EvalSummary, written: Written, runs: int, as_json: bo
 def eval_group() -> None:
     """Score a whole problem set like a competition (`solver eval SET`), measure the
     graders against human grades (`solver eval calibrate FILE`), or write runs' proofs for
-    humans to grade (`solver eval proofs SOURCE... --out FILE`)."""
+    humans to grade (`solver eval proofs RUN --out FILE`)."""
 
 
 @eval_group.command("run")

@@ -39,8 +39,9 @@ SUMMARIES: dict[str, str] = {
     "audit": "Verify the run directory RUN offline, read-only, without taking its lock.",
     "config": "Inspect the configuration; write agent settings for the proxy.",
     "eval": (
-        "Score a whole problem set like a competition (`solver eval SET`), or measure the"
-        " graders against human grades (`solver eval calibrate FILE`)."
+        "Score a whole problem set like a competition (`solver eval SET`), measure the"
+        " graders against human grades (`solver eval calibrate FILE`), or write runs' proofs"
+        " for humans to grade (`solver eval proofs RUN --out FILE`)."
     ),
     "keys": "Manage the signing keys of runs.",
     "local": "The embedded local model (SmolLM2-135M on llama.cpp, CPU only).",

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from solver.errors import InputError, NotFound
+from solver.errors import InputError, NotFound, RunCorrupt
 from solver.evaluation.evaluate import EVAL_FILE
 from solver.loop.policy import GIVEN
 from solver.loop.state import RunState
@@ -146,6 +146,13 @@ def _chosen_versions(state: RunState, resolved: dict[str, object]) -> set[tuple[
     return chosen
 
 
+def _text(run_dir: Path, blob: str, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:  # the loop stores proofs as UTF-8: this run was altered
+        raise RunCorrupt(f"{run_dir}: proof {blob} is not UTF-8 text; run `solver audit`") from None
+
+
 def collect_proofs(sources: list[Path], which: Which = "chosen") -> ProofExport:
     """The proofs of the runs SOURCES stand for, one per problem and distinct text."""
     by_key: dict[tuple[str, str], ExportedProof] = {}
@@ -180,7 +187,7 @@ def collect_proofs(sources: list[Path], which: Which = "chosen") -> ProofExport:
                     sha = hashlib.sha256(data).hexdigest()
                     entry = by_key.get((problem.digest, sha))
                     if entry is None:
-                        entry = ExportedProof(problem, data.decode("utf-8", "replace"), sha)
+                        entry = ExportedProof(problem, _text(run_dir, artifact.blob, data), sha)
                         by_key[(problem.digest, sha)] = entry
                     entry.sources.append(
                         {

@@ -152,6 +152,7 @@ def test_calibrate_says_how_many_proofs_still_need_a_human_grade(tmp_path: Path)
         ("not-a-run", 2, "neither a run (MANIFEST.json) nor an evaluation"),
         ("missing", 6, "not a directory"),
         ("eval-not-json", 2, "not JSON"),
+        ("damaged-proof", 65, "hashes to"),
     ],
 )
 def test_bad_sources_and_outputs_are_one_line_errors_that_write_nothing(
@@ -173,6 +174,12 @@ def test_bad_sources_and_outputs_are_one_line_errors_that_write_nothing(
         source = tmp_path / "evals"
         source.mkdir()
         (source / "EVAL.json").write_text("{not json")
+    elif setup == "damaged-proof":
+        state = state_of(run)
+        (lineage,) = state.lineages.values()
+        artifact = state.artifacts[str(lineage.versions[1].proof_artifact)]
+        digest = artifact.blob.removeprefix("sha256:")
+        (run / "blobs" / "sha256" / digest[:2] / digest).write_bytes(b"\xff\xfe not the proof")
     before = out.read_bytes() if out.exists() else None
     result = _export(str(source), "--out", str(out))
     assert result.exit_code == code, result.output
