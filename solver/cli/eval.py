@@ -469,9 +469,16 @@ def calibrate(
     help="chosen: every accepted version, each lineage's best and the selected proof; "
     "all: every version with a proof.",
 )
+@click.option(
+    "--sheet",
+    type=click.Path(path_type=Path),
+    help="Also write the proofs as Markdown (.md) for people to read while they grade.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout.")
 @reports_errors
-def proofs(sources: tuple[Path, ...], out_file: Path, which: str, as_json: bool) -> None:
+def proofs(
+    sources: tuple[Path, ...], out_file: Path, which: str, sheet: Path | None, as_json: bool
+) -> None:
     """Write the proofs of runs (run directories, or evaluation directories of `solver eval`)
     as JSON Lines for humans to grade: each line the problem, its reference solution and
     guidelines where it has them, one proof and an empty human_grade. No verdict, grade or
@@ -483,19 +490,22 @@ def proofs(sources: tuple[Path, ...], out_file: Path, which: str, as_json: bool)
         raise InputError(
             f"no proofs in {export.runs} run(s) of {', '.join(map(str, sources))}; nothing written"
         )
-    write_proofs(export, out_file)
+    write_proofs(export, out_file, sheet)
     points = sorted({p.problem.points for p in export.proofs})
     scale = f"0-{points[0]}" if len(points) == 1 else "0 to each line's max_points"
     unfinished = f" ({export.unfinished} not finished)" if export.unfinished else ""
     text = (
         f"wrote {len(export.proofs)} proof(s) of {export.problems} problem(s) from "
-        f"{export.runs} run(s){unfinished} to {out_file}\n"
+        f"{export.runs} run(s){unfinished} to {out_file}"
+        + (f" (to read: {sheet})" if sheet else "")
+        + "\n"
         f"next: write each line's human_grade ({scale}), then "
         f"`solver eval calibrate {out_file} --verifications 8 --comparisons`"
     )
     event = {
         "event": "proofs.written",
         "out": str(out_file),
+        "sheet": str(sheet) if sheet else None,
         "proofs": len(export.proofs),
         "problems": export.problems,
         "runs": export.runs,

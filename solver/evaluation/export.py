@@ -37,7 +37,14 @@ from solver.report.search import policy_of_run, search_view
 from solver.run import read_manifest, read_state
 from solver.store import write_atomic
 
-__all__ = ["EXPORT_CHOICES", "ExportedProof", "ProofExport", "collect_proofs", "write_proofs"]
+__all__ = [
+    "EXPORT_CHOICES",
+    "ExportedProof",
+    "ProofExport",
+    "collect_proofs",
+    "grading_sheet",
+    "write_proofs",
+]
 
 Which = Literal["chosen", "all"]
 EXPORT_CHOICES: tuple[Which, ...] = ("chosen", "all")
@@ -201,13 +208,43 @@ def collect_proofs(sources: list[Path], which: Which = "chosen") -> ProofExport:
     return ProofExport(proofs, runs, unfinished)
 
 
-def write_proofs(export: ProofExport, out: Path) -> None:
-    """FILE, one JSON object a line; an existing file is never replaced, since it may hold
-    grades a person has already written."""
-    if os.path.lexists(out):
-        raise InputError(f"{out}: exists (it may hold grades already given); choose another --out")
+def grading_sheet(export: ProofExport, out_name: str) -> str:
+    """The same proofs as Markdown for reading: each problem once, with its reference solution
+    and guidelines, then its proofs under the ids of their lines in ``out_name``."""
+    parts = [
+        "# Proofs to grade\n",
+        f"Each proof's heading is the `id` of its line in `{out_name}`: write the grade there, as"
+        " `human_grade`. Nothing here says what the machine thought of a proof.\n",
+    ]
+    problem_digest = None
+    for proof in export.proofs:
+        problem = proof.problem
+        if problem.digest != problem_digest:
+            problem_digest = problem.digest
+            parts.append(
+                f"## Problem {problem.id} ({problem.points} points)\n\n{problem.statement}\n"
+            )
+            if problem.reference_solution:
+                parts.append(f"### Reference solution\n\n{problem.reference_solution}\n")
+            if problem.grading_guidelines:
+                parts.append(f"### Grading guidelines\n\n{problem.grading_guidelines}\n")
+        parts.append(f"---\n\n### Proof `{proof.row()['id']}`\n\n{proof.text}\n")
+    return "\n".join(parts)
+
+
+def write_proofs(export: ProofExport, out: Path, sheet: Path | None = None) -> None:
+    """FILE, one JSON object a line, and the grading sheet when asked; an existing file is
+    never replaced, since it may hold grades a person has already written."""
+    for path in (out, sheet):
+        if path is not None and os.path.lexists(path):
+            raise InputError(f"{path}: exists (it may hold grades already given); choose another")
     if out.suffix != ".jsonl":
         raise InputError(f"{out}: the file calibrate reads ends in .jsonl")
+    if sheet is not None and sheet.suffix != ".md":
+        raise InputError(f"{sheet}: the grading sheet is Markdown and ends in .md")
     lines = [json.dumps(p.row(), ensure_ascii=False) for p in export.proofs]
     out.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(out, ("\n".join(lines) + "\n").encode("utf-8") if lines else b"")
+    if sheet is not None:
+        sheet.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(sheet, grading_sheet(export, out.name).encode("utf-8"))

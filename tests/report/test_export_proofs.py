@@ -82,6 +82,7 @@ def test_writes_the_accepted_proof_for_blind_grading_and_every_version_on_reques
     assert event == {
         "event": "proofs.written",
         "out": str(every),
+        "sheet": None,
         "proofs": 2,
         "problems": 1,
         "runs": 1,
@@ -123,10 +124,21 @@ def test_one_line_per_distinct_proof_across_runs_and_evaluation_directories(
 
 def test_calibrate_says_how_many_proofs_still_need_a_human_grade(tmp_path: Path) -> None:
     run = _revised_run(tmp_path, problem=EVAL_PROBLEM)
-    out = tmp_path / "to-grade.jsonl"
-    assert _export(str(run), "--out", str(out), "--versions", "all").exit_code == 0
+    out, sheet = tmp_path / "to-grade.jsonl", tmp_path / "to-read.md"
+    result = _export(str(run), "--out", str(out), "--versions", "all", "--sheet", str(sheet))
+    assert result.exit_code == 0, result.output
+    assert f"(to read: {sheet})" in result.output
     rows = _rows(out)
     assert {r["reference_solution"] for r in rows} == {"Work modulo 4. MARKER-REFERENCE-55aa"}
+    # the sheet: the problem and its reference once, each proof under its line's id
+    text = sheet.read_text(encoding="utf-8")
+    assert text.count("MARKER-REFERENCE-55aa") == 1 and text.count("## Problem ") == 1
+    assert text.count("### Proof `") == 2
+    for row in rows:
+        assert f"### Proof `{row['id']}`\n\n{row['proof']}" in text
+    again = _export(str(run), "--out", str(tmp_path / "other.jsonl"), "--sheet", str(sheet))
+    assert again.exit_code == 2 and "to-read.md: exists" in again.output
+    assert not (tmp_path / "other.jsonl").exists()
     assert {r["grading_guidelines"] for r in rows} == {"(Partial) reduce modulo 4."}
 
     ungraded = CliRunner().invoke(main, ["eval", "calibrate", str(out)])
