@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from solver._util.terminal import one_line
 from solver.errors import InputError, NotFound, RunCorrupt
 from solver.evaluation.evaluate import EVAL_FILE
 from solver.loop.policy import GIVEN
@@ -112,10 +113,12 @@ def run_dirs(source: Path) -> list[Path]:
     names = data.get("dirs") if isinstance(data, dict) else None
     if not isinstance(names, dict):
         raise InputError(f'{eval_file}: no "dirs" object naming the evaluation\'s runs')
-    found: list[Path] = []
-    for name in sorted(set(names.values()), key=str):
+    for name in names.values():
         if not isinstance(name, str) or not _SAFE_NAME.match(name):
-            raise InputError(f"{eval_file}: {name!r} is not a directory name of this evaluation")
+            shown = one_line(repr(name), 200)
+            raise InputError(f"{eval_file}: {shown} is not a directory name of this evaluation")
+    found: list[Path] = []
+    for name in sorted(set(names.values())):
         item = source / name
         if not _is_dir(item):
             continue  # not started yet

@@ -414,7 +414,7 @@ def _eval_proofs_escape(ctx: Ctx) -> None:
     evaluation = ctx.tmp / "evals"
     evaluation.mkdir()
     copy_run(ctx.finished, ctx.tmp / "elsewhere" / "run-1")
-    for name in ("../elsewhere", "/etc", "a/../../elsewhere"):
+    for name in ("../elsewhere", "/etc", "a/../../elsewhere", ["elsewhere"]):
         (evaluation / "EVAL.json").write_text(json.dumps({"dirs": {"item": name}}))
         out = ctx.tmp / "proofs.jsonl"
         outcome = run_cli(["eval", "proofs", str(evaluation), "--out", str(out)])
