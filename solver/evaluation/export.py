@@ -17,7 +17,6 @@ A proof is written once per problem however many runs or versions hold the same 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -36,7 +35,7 @@ from solver.loop.state import RunState
 from solver.problems import Problem, read_checked_text
 from solver.report.search import policy_of_run, search_view
 from solver.run import read_manifest, read_state
-from solver.store import write_atomic
+from solver.store import parse_digest, write_atomic
 
 __all__ = [
     "EXPORT_CHOICES",
@@ -64,9 +63,13 @@ class ExportedProof:
     sha256: str
     sources: list[dict[str, Any]] = field(default_factory=list)
 
+    @property
+    def id(self) -> str:
+        return f"{self.problem.id}-{self.sha256[:12]}"
+
     def row(self) -> dict[str, Any]:
         return {
-            "id": f"{self.problem.id}-{self.sha256[:12]}",
+            "id": self.id,
             "human_grade": None,
             "max_points": self.problem.points,
             "problem": self.problem.statement,
@@ -193,11 +196,13 @@ def collect_proofs(sources: list[Path], which: Which = "chosen") -> ProofExport:
                     if chosen is not None and (lineage.lineage, version.version) not in chosen:
                         continue
                     artifact = state.artifacts[version.proof_artifact]
-                    data = reader.read_blob(artifact.blob)
-                    sha = hashlib.sha256(data).hexdigest()
+                    # the blob's name is its SHA-256, which read_blob checks the bytes against;
+                    # a text already written is not read again
+                    sha = parse_digest(artifact.blob)
                     entry = by_key.get((problem.digest, sha))
                     if entry is None:
-                        entry = ExportedProof(problem, _text(run_dir, artifact.blob, data), sha)
+                        text = _text(run_dir, artifact.blob, reader.read_blob(artifact.blob))
+                        entry = ExportedProof(problem, text, sha)
                         by_key[(problem.digest, sha)] = entry
                     entry.sources.append(
                         {
@@ -231,7 +236,7 @@ def grading_sheet(export: ProofExport, out_name: str) -> str:
                 parts.append(f"### Reference solution\n\n{problem.reference_solution}\n")
             if problem.grading_guidelines:
                 parts.append(f"### Grading guidelines\n\n{problem.grading_guidelines}\n")
-        parts.append(f"---\n\n### Proof `{proof.row()['id']}`\n\n{proof.text}\n")
+        parts.append(f"---\n\n### Proof `{proof.id}`\n\n{proof.text}\n")
     return "\n".join(parts)
 
 

@@ -4,7 +4,7 @@ signed seals and an attestation. Knows nothing of the loop; see docs/format.md."
 from solver._util.clock import record_time as utc_now
 from solver.store._fs import canonical_json, read_regular, write_atomic
 from solver.store.attest import generate_key_pair, load_public_key, pae
-from solver.store.blobs import BlobRef, BlobWriter, iter_blob_refs
+from solver.store.blobs import BlobRef, BlobWriter, iter_blob_refs, parse_digest
 from solver.store.errors import (
     BlobCorrupt,
     BlobMissing,
@@ -45,6 +45,7 @@ __all__ = [
     "iter_blob_refs",
     "load_public_key",
     "pae",
+    "parse_digest",
     "read_regular",
     "store_record_models",
     "utc_now",
