@@ -30,7 +30,6 @@ from pydantic import ValidationError
 from solver._util.terminal import one_line
 from solver.errors import InputError, NotFound, RunCorrupt
 from solver.evaluation.evaluate import EVAL_FILE
-from solver.loop.policy import GIVEN
 from solver.loop.state import RunState
 from solver.problems import Problem, read_checked_text
 from solver.report.search import policy_of_run, search_view
@@ -188,11 +187,11 @@ def collect_proofs(sources: list[Path], which: Which = "chosen") -> ProofExport:
                 else None
             )
             for lineage in sorted(state.lineages.values(), key=lambda ln: ln.index):
-                if lineage.lineage == GIVEN:  # a calibration's given proof: graded already
-                    continue
                 for version in sorted(lineage.versions.values(), key=lambda v: v.version):
                     if version.status not in _GRADABLE or version.proof_artifact is None:
                         continue
+                    if version.producer not in state.calls:
+                        continue  # given to the run (a calibration's proof and its rivals)
                     if chosen is not None and (lineage.lineage, version.version) not in chosen:
                         continue
                     artifact = state.artifacts[version.proof_artifact]

@@ -240,3 +240,26 @@ def test_a_runs_proofs_graded_by_people_calibrate_the_verifiers_and_the_selector
     assert verifiers["hidden_count"] == [0, 1]
     blind = sorted(v["blind"] for v in verifiers["variants"].values())
     assert blind == [0.0, 0.0, 1.0]
+
+
+def test_a_calibrations_given_proofs_and_their_rivals_are_not_written_again(
+    tmp_path: Path,
+) -> None:
+    graded = tmp_path / "graded.jsonl"
+    rows = [
+        {"id": "a", "problem": "Show q.", "proof": "Complete. GRADE=7", "human_grade": 7},
+        {"id": "b", "problem": "Show q.", "proof": "Gap. GRADE=2", "human_grade": 2},
+    ]
+    graded.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "cal"
+    with FakeEndpoint(_chain_responder) as fake:
+        args = ["eval", "calibrate", str(graded), "--out", str(out), "--graders", "1"]
+        result = CliRunner().invoke(
+            main, [*args, "--comparisons"], env={"SOLVER_ENDPOINT": fake.url + "/v1"}
+        )
+    assert result.exit_code == 0, result.output
+    # item a's run holds b as its rival: both were graded by people already
+    assert "rival0" in state_of(out / "a").lineages
+    exported = _export(str(out), "--out", str(tmp_path / "again.jsonl"), "--versions", "all")
+    assert exported.exit_code == 2, exported.output
+    assert "no proofs in 2 run(s)" in exported.output
