@@ -28,7 +28,8 @@ _LS, _PS = "\u2028".encode(), "\u2029".encode()
 def json_bytes(text: str) -> bytes:
     """A JSON string literal for ``text`` as bytes: the hot path of every delta."""
     data = orjson.dumps(text)
-    if _LS in data or _PS in data:
+    # isascii() is a flag of the string, not a scan: an ASCII text holds neither separator
+    if not text.isascii() and (_LS in data or _PS in data):
         data = data.replace(_LS, b"\\u2028").replace(_PS, b"\\u2029")
     return data
 

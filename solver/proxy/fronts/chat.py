@@ -251,18 +251,17 @@ class ChatStream:
         self._out.append(self._head + dumps({"tool_calls": [call]}).encode() + self._tail)
 
     def block_delta(self, block: Block, fragment: str) -> None:
+        # one join: a chain of + would copy a long fragment once per piece
         text = json_bytes(fragment)
         if block.kind == "text":
-            self._out.append(self._head + b'{"content":' + text + b"}" + self._tail)
+            parts = (self._head, b'{"content":', text, b"}", self._tail)
         elif block.kind == "thinking":
-            self._out.append(self._head + b'{"reasoning_content":' + text + b"}" + self._tail)
+            parts = (self._head, b'{"reasoning_content":', text, b"}", self._tail)
         else:
             ordinal = self._tool_ordinal[block.index]
-            self._out.append(
-                self._head
-                + b'{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]}' % (ordinal, text)
-                + self._tail
-            )
+            opening = b'{"tool_calls":[{"index":%d,"function":{"arguments":' % ordinal
+            parts = (self._head, opening, text, b"}}]}", self._tail)
+        self._out.append(b"".join(parts))
 
     def close_block(self, block: Block) -> None:
         return

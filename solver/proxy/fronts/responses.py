@@ -506,14 +506,11 @@ class ResponsesStream:
             kind, extra = "response.function_call_arguments.delta", ""
         seq = self._seq
         self._seq += 1
-        self._out.append(
-            (
-                f'event: {kind}\ndata: {{"type":"{kind}","sequence_number":{seq},'
-                f'"item_id":"{self._item_ids[index]}","output_index":{index}{extra},"delta":'
-            ).encode()
-            + json_bytes(fragment)
-            + b"}\n\n"
-        )
+        head = (
+            f'event: {kind}\ndata: {{"type":"{kind}","sequence_number":{seq},'
+            f'"item_id":"{self._item_ids[index]}","output_index":{index}{extra},"delta":'
+        ).encode()
+        self._out.append(b"".join((head, json_bytes(fragment), b"}\n\n")))
 
     def close_block(self, block: Block) -> None:
         index = block.index
