@@ -76,6 +76,13 @@ __all__ = ["ModelClient"]
 
 _DEADLINE_ERRORS = {"first_byte": FirstByteTimeout, "idle": IdleTimeout, "total": TotalTimeout}
 
+# The most bytes one response may send. A 256k-token answer streamed a token an event is
+# about 100 MB of SSE; past this the server is broken or hostile, and every byte would be
+# stored in the run.
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+# Of an error response only this much is kept: enough for any server's message.
+ERROR_BODY_LIMIT = 64 * 1024
+
 
 class ModelClient:
     """Async client for one endpoint; ``async with ModelClient(endpoint) as client``."""
@@ -91,12 +98,15 @@ class ModelClient:
         prompt_tokens: Callable[[Request], Awaitable[int]] | None = None,
         on_connect: Callable[[Connection], None] | None = None,
         on_notice: Callable[[str], None] | None = None,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         """``on_connect`` hears of each connection opened by a request that has no observer
         (the endpoint probe), so a run can journal those too: later calls may reuse them.
         ``on_notice`` hears, once, of what the client stopped sending because the server
-        refused it (a thinking budget); it may be set after construction."""
+        refused it (a thinking budget); it may be set after construction. A response longer
+        than ``max_response_bytes`` ends its attempt as a retryable ``malformed`` error."""
         self.endpoint = endpoint
+        self.max_response_bytes = max_response_bytes
         self.deadlines = deadlines
         self.retry = retry
         self.url = endpoint.url_for(PATHS[endpoint.api])
@@ -498,7 +508,10 @@ class ModelClient:
                 status, b"".join(held or []), response.headers, state.request_id
             )
         decoder = state.decoder
-        if held is not None and (decided or not state.request.stream):
+        if state.oversized:
+            message = f"the response ran past {self.max_response_bytes} bytes"
+            tail = decoder.too_large(message)
+        elif held is not None and (decided or not state.request.stream):
             tail = decoder.body(b"".join(held))
             if state.ttft is None:
                 state.ttft = state.elapsed()
@@ -523,6 +536,7 @@ class ModelClient:
         watchdog, decoder, loop = state.watchdog, state.decoder, state.loop
         decided = status >= 400
         held: list[bytes] | None = []
+        held_bytes = 0
         try:
             async for data in response.aiter_raw():
                 if watchdog.last is None:
@@ -531,8 +545,14 @@ class ModelClient:
                 watchdog.last = loop.time()
                 if status < 400:
                     state.store(data)
+                    if state.size > self.max_response_bytes:
+                        state.oversized = True
+                        break
                 if held is not None:
                     held.append(data)
+                    held_bytes += len(data)
+                    if status >= 400 and held_bytes > ERROR_BODY_LIMIT:
+                        break  # the message is at its start; the rest is not read
                     if decided:
                         continue
                     body_first = starts_body(data)
@@ -590,6 +610,7 @@ class _AttemptState:
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
     hasher: hashlib._Hash = field(default_factory=hashlib.sha256)
     size: int = 0
+    oversized: bool = False  # the response ran past the client's byte limit
     status: int | None = None
     server_id: str | None = None
     headers_at: float | None = None

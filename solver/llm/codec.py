@@ -20,6 +20,7 @@ from solver.llm.responses import ResponsesDecoder, encode_responses
 from solver.llm.sse import SSEDecoder
 
 __all__ = [
+    "MAX_EVENT_BYTES",
     "PATHS",
     "StreamDecoder",
     "decode_body",
@@ -38,6 +39,12 @@ PATHS: dict[str, str] = {
 }
 
 _Decoder = ChatDecoder | ResponsesDecoder | AnthropicDecoder
+
+# One SSE event may hold this many bytes before its end. A server's events are deltas of a
+# few hundred bytes; even a whole 256k-token answer sent as one event is a few megabytes. An
+# upstream that sends more without a blank line is broken or hostile, and would otherwise
+# grow the buffer until memory runs out.
+MAX_EVENT_BYTES = 32 * 1024 * 1024
 
 
 def _body(api: Api, request: Request) -> dict[str, Any]:
@@ -114,14 +121,19 @@ class StreamDecoder:
     a stream always end with exactly one :class:`Finish` or :class:`StreamError`.
     """
 
-    __slots__ = ("_builder", "_decoder", "_sse", "api")
+    __slots__ = ("_builder", "_decoder", "_overflowed", "_sse", "api", "max_event_bytes")
 
-    def __init__(self, api: Api, *, reasoning: bool | None = None) -> None:
+    def __init__(
+        self, api: Api, *, reasoning: bool | None = None, max_event_bytes: int = MAX_EVENT_BYTES
+    ) -> None:
         """``reasoning`` is the request's: when it is True, Chat text that may be reasoning
         whose ``<think>`` was in the prompt is held until a tag decides it, so live events are
         right; otherwise text streams at once and :func:`fold_events` splits afterwards
-        (unless ``reasoning`` is False: give fold_events the same value)."""
+        (unless ``reasoning`` is False: give fold_events the same value). An event still
+        unfinished past ``max_event_bytes`` ends the stream as a retryable error."""
         self.api = api
+        self.max_event_bytes = max_event_bytes
+        self._overflowed = False
         self._sse = SSEDecoder()
         self._builder = EventBuilder(think_tags=api == "chat", hold_orphan_think=reasoning is True)
         decoder: _Decoder
@@ -136,16 +148,28 @@ class StreamDecoder:
         self._decoder = decoder
 
     def feed(self, data: bytes) -> list[StreamEvent]:
+        if self._overflowed:
+            return []  # the stream ended at the oversized event: nothing more is buffered
+        builder = self._builder
         decoder = self._decoder
         for event, payload in self._sse.feed(data):
             decoder.feed(event, payload)
-        builder = self._builder
+        if self._sse.pending > self.max_event_bytes:
+            self._overflowed = True
+            self._sse = SSEDecoder()  # the bytes held are let go, not decoded
+            if not builder.closed:
+                builder.cases.add("event_too_large")
+                message = f"an SSE event ran past {self.max_event_bytes} bytes without its end"
+                builder.error("malformed", message, retryable=True)
+                builder.end(clean=False)
         if not builder.out:
             return []
         out, builder.out = builder.out, []
         return out
 
     def close(self) -> list[StreamEvent]:
+        if self._overflowed:
+            return self._builder.drain()
         for event, payload in self._sse.close():
             self._decoder.feed(event, payload)
         self._builder.end(clean=False)
@@ -156,6 +180,13 @@ class StreamDecoder:
         self._builder.error(kind, message, retryable=retryable)
         self._builder.end(clean=False)
         return self._builder.drain()
+
+    def too_large(self, message: str) -> list[StreamEvent]:
+        """End the stream because the response ran past the reader's byte limit (retryable:
+        a server that does this once may not the next time)."""
+        if not self._builder.closed:
+            self._builder.cases.add("response_too_large")
+        return self.fail("malformed", message, retryable=True)
 
     def body(self, data: bytes) -> list[StreamEvent]:
         """A whole non-stream JSON body (also a JSON body sent to a stream request, E20)."""

@@ -58,6 +58,9 @@ class _Abort(Exception):
 
 _draining: set[asyncio.Task[None]] = set()
 _FIRST_SLICE = 1024
+# The most bytes of one JSON answer read from an upstream (E20); a stream's events are bounded
+# one by one in the decoder (MAX_EVENT_BYTES).
+MAX_UPSTREAM_BODY = 64 * 1024 * 1024
 
 
 async def _drain(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
@@ -342,9 +345,17 @@ class Exchange:
             content_type = response.headers.get("content-type", "")
             if "text/event-stream" not in content_type:
                 self._cases.add("E20_json_for_stream")
-                data = await response.aread()
+                data = await response.aread(MAX_UPSTREAM_BODY)
                 watch.body_started()
-                self._deliver(decoder.body(data), turn)
+                if len(data) > MAX_UPSTREAM_BODY:
+                    message = (
+                        f"upstream {provider.name}: its JSON body ran past "
+                        f"{MAX_UPSTREAM_BODY} bytes"
+                    )
+                    events = decoder.too_large(message)
+                else:
+                    events = decoder.body(data)
+                self._deliver(events, turn)
             else:
                 chunks = response.aiter_raw()
                 graced = False

@@ -180,3 +180,71 @@ def test_the_matched_stop_string_is_kept_on_the_finish_event() -> None:
     ]
     found = finish_of("anthropic", anthropic)
     assert (found.reason, found.stop_sequence) == ("stop", "</proof>")
+
+
+# ---------------------------------------------------------------- bounded events
+
+CHUNK = b'data: {"choices":[{"delta":{"content":"%s"}}]}\n\n'
+FINISH = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+
+
+def test_an_event_past_the_limit_ends_the_stream_and_nothing_more_is_held() -> None:
+    from solver.llm.codec import StreamDecoder
+    from solver.llm.events import StreamError
+
+    decoder = StreamDecoder("chat", max_event_bytes=1000)
+    assert [type(e).__name__ for e in decoder.feed(CHUNK % b"ok")] == ["TextDelta"]
+    assert decoder.feed(b'data: {"choices":[{"delta":{"content":"' + b"x" * 600) == []
+    (error,) = decoder.feed(b"y" * 600)
+    assert isinstance(error, StreamError) and error.kind == "malformed" and error.retryable
+    assert "ran past 1000 bytes" in error.message
+    assert decoder.finished and "event_too_large" in decoder.cases
+    # what follows is neither decoded nor buffered, even an event's end
+    assert decoder.feed(b"z" * 5000 + b'"}}]}\n\n' + FINISH) == []
+    assert decoder._sse.pending == 0
+    assert decoder.close() == []
+
+
+def test_events_up_to_the_limit_decode_whole() -> None:
+    from solver.llm.codec import StreamDecoder
+
+    decoder = StreamDecoder("chat", max_event_bytes=1000)
+    wire = CHUNK % (b"a" * 900) + FINISH
+    events = []
+    for start in range(0, len(wire), 7):  # in small reads, as a socket gives them
+        events += decoder.feed(wire[start : start + 7])
+    events += decoder.close()
+    completion = fold_events(events)
+    assert completion.text == "a" * 900 and completion.finish_reason == "stop"
+    assert "event_too_large" not in decoder.cases
+
+
+def test_garbage_after_a_finished_stream_is_not_an_error() -> None:
+    from solver.llm.codec import StreamDecoder
+
+    decoder = StreamDecoder("chat", max_event_bytes=1000)
+    events = decoder.feed(CHUNK % b"done" + FINISH)
+    events += decoder.feed(b"data: " + b"q" * 2000)
+    events += decoder.close()
+    completion = fold_events(events)
+    assert completion.text == "done" and completion.finish_reason == "stop"
+    assert "event_too_large" not in decoder.cases
+
+
+def test_the_default_limit_takes_a_16_mb_event_and_refuses_one_held_past_32_mib() -> None:
+    from solver.llm.codec import MAX_EVENT_BYTES, StreamDecoder
+
+    assert MAX_EVENT_BYTES == 32 * 1024 * 1024
+
+    def decode(size: int) -> list[object]:
+        wire = CHUNK % (b"w" * size) + FINISH
+        decoder = StreamDecoder("chat")
+        events: list[object] = []
+        for start in range(0, len(wire), 1 << 16):
+            events += decoder.feed(wire[start : start + (1 << 16)])
+        return events + decoder.close()
+
+    assert fold_events(decode(16_000_000)).text == "w" * 16_000_000  # type: ignore[arg-type]
+    # held past the limit before its end came (an end in the same read is let through)
+    broken = fold_events(decode(MAX_EVENT_BYTES + (1 << 17)))  # type: ignore[arg-type]
+    assert broken.finish_reason == "error" and broken.raw_finish_reason == "malformed"

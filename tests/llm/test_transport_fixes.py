@@ -17,6 +17,7 @@ from solver.llm import (
     Deadlines,
     Endpoint,
     FirstByteTimeout,
+    HTTPStatusError,
     IdleTimeout,
     Message,
     ModelClient,
@@ -97,7 +98,10 @@ class RawServer:
                     name, _, value = line.partition(b":")
                     if name.strip().lower() == b"x-request-id":
                         sent_id = value.strip()
-                conn.sendall(reply.replace(b"{SENT_ID}", sent_id))  # an echoing server
+                try:
+                    conn.sendall(reply.replace(b"{SENT_ID}", sent_id))  # an echoing server
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the client stopped reading (a bounded read) and closed
             if reply is None or self._hold:
                 self._stop.wait()
 
@@ -365,3 +369,60 @@ def test_the_server_id_is_its_own(header: str, body_id: str | None, kept: str | 
         complete(server.url, QUICK, recorder=recorder)
     (end,) = recorder.ends
     assert end.server_request_id == kept
+
+
+# ---------------------------------------------------------------- bounded reads
+
+
+def _complete_with(url: str, recorder: Recorder, **client: Any) -> Completion:
+    async def go() -> Completion:
+        endpoint = Endpoint(url, "chat", "glm-fake")
+        deadlines = Deadlines(connect=2, first_byte=10, idle=10, total=60)
+        async with ModelClient(endpoint, deadlines=deadlines, retry=ONCE, **client) as c:
+            return await asyncio.wait_for(c.complete(request(), recorder), HANG_GUARD)
+
+    return asyncio.run(go())
+
+
+def test_an_event_that_never_ends_fails_the_attempt_without_waiting_for_more() -> None:
+    from solver.llm.codec import MAX_EVENT_BYTES
+
+    # an event past the limit, no blank line ever, and the connection left open
+    endless = b"data: " + b'{"choices":[{"delta":{"content":"' + b"x" * (MAX_EVENT_BYTES + 1)
+    answer = http(endless, content_type="text/event-stream")
+    recorder = Recorder()
+    server = RawServer(models_or(answer), hold=True)
+    with server, pytest.raises(StreamProtocolError, match="ran past") as caught:
+        _complete_with(server.url, recorder)
+    assert caught.value.kind == "malformed" and caught.value.retryable
+    (end,) = recorder.ends
+    assert "event_too_large" in end.normalised_cases
+    assert end.response_bytes < MAX_EVENT_BYTES + (1 << 20)  # read up to the limit, no further
+
+
+def test_a_response_past_its_byte_limit_fails_and_stores_no_more() -> None:
+    # well-formed events that never finish: only the byte limit ends them before the deadline
+    events = sse(*(chunk({"content": "y" * 100}) for _ in range(5000)))
+    recorder = Recorder()
+    server = RawServer(models_or(http(events, content_type="text/event-stream")), hold=True)
+    with server, pytest.raises(StreamProtocolError, match="ran past 100000 bytes") as caught:
+        _complete_with(server.url, recorder, max_response_bytes=100_000)
+    assert caught.value.kind == "malformed"
+    (end,) = recorder.ends
+    assert "response_too_large" in end.normalised_cases
+    assert 100_000 < end.response_bytes < 100_000 + (1 << 17)
+    assert len(recorder.sinks[0].getvalue()) == end.response_bytes
+
+
+def test_an_error_body_is_read_only_to_its_limit() -> None:
+    from solver.llm.client import ERROR_BODY_LIMIT
+
+    message = orjson.dumps({"error": {"message": "overloaded, " + "z" * (8 << 20)}})
+    answer = http(message, status=400, sized=True)
+    recorder = Recorder()
+    server = RawServer(models_or(answer), hold=True)
+    with server, pytest.raises(HTTPStatusError) as caught:
+        _complete_with(server.url, recorder)
+    assert caught.value.status == 400
+    (end,) = recorder.ends
+    assert end.response_bytes < ERROR_BODY_LIMIT + (1 << 17)  # not the 8 MB the server sent
