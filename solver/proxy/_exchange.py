@@ -58,9 +58,11 @@ class _Abort(Exception):
 
 _draining: set[asyncio.Task[None]] = set()
 _FIRST_SLICE = 1024
-# The most bytes of one JSON answer read from an upstream (E20); a stream's events are bounded
+# The most bytes of one JSON answer read from an upstream (E20), and of one stream (a
+# 256k-token answer a token an event is about 100 MB); a stream's events are also bounded
 # one by one in the decoder (MAX_EVENT_BYTES).
 MAX_UPSTREAM_BODY = 64 * 1024 * 1024
+MAX_UPSTREAM_STREAM = 512 * 1024 * 1024
 
 
 async def _drain(response: Http1Response, rest: AsyncIterator[bytes]) -> None:
@@ -359,11 +361,20 @@ class Exchange:
             else:
                 chunks = response.aiter_raw()
                 graced = False
+                received = 0
                 async for raw in chunks:
                     if watch.last is None:
                         watch.body_started()
                     else:
                         watch.last = self._loop.time()
+                    received += len(raw)
+                    if received > MAX_UPSTREAM_STREAM:
+                        message = (
+                            f"upstream {provider.name}: its stream ran past "
+                            f"{MAX_UPSTREAM_STREAM} bytes"
+                        )
+                        self._deliver(decoder.too_large(message), turn)
+                        break
                     if not turn.output_started and len(raw) > _FIRST_SLICE:
                         await self._first_output(raw, decoder, turn)
                     else:
@@ -378,8 +389,9 @@ class Exchange:
                     if turn.failure is not None and not decoder.finished:
                         break  # the turn failed on its own (E33): stop the upstream now
                     if decoder.finished:
-                        _drain_later(response, chunks)
-                        response = None
+                        if turn.failure is None:  # a failed stream's connection is closed
+                            _drain_later(response, chunks)
+                            response = None
                         break
                 else:
                     self._deliver(decoder.close(), turn)

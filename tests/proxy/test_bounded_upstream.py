@@ -52,6 +52,19 @@ def test_an_event_held_past_the_limit_fails_the_request_and_the_proxy_goes_on(fr
         fake.assert_consumed()
 
 
+def test_a_stream_past_its_limit_fails_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    from solver.proxy import _exchange
+
+    monkeypatch.setattr(_exchange, "MAX_UPSTREAM_STREAM", 200_000)
+    long, short = Reply(text="s" * 400_000, chunk_chars=100), Reply(text="Short.")
+    with proxied([long, short], "chat") as (fake, proxy):
+        assert _failed("chat", proxy)
+        metrics = httpx.get(proxy.url + "/metrics").text
+        assert 'proxy_normalisations_total{case="response_too_large"} 1' in metrics
+        assert ask("chat", proxy, stream=True, tools=False).text == "Short."
+        fake.assert_consumed()
+
+
 class _JsonUpstream:
     """Answers every request with one JSON body of ``size`` bytes (E20: JSON for a stream)."""
 
