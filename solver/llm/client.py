@@ -80,6 +80,8 @@ _DEADLINE_ERRORS = {"first_byte": FirstByteTimeout, "idle": IdleTimeout, "total"
 # about 100 MB of SSE; past this the server is broken or hostile, and every byte would be
 # stored in the run.
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+# One JSON answer is decoded whole; a 256k-token answer is a few megabytes of it.
+MAX_BODY_BYTES = 64 * 1024 * 1024
 # Of an error response only this much is kept: enough for any server's message.
 ERROR_BODY_LIMIT = 64 * 1024
 
@@ -508,9 +510,9 @@ class ModelClient:
                 status, b"".join(held or []), response.headers, state.request_id
             )
         decoder = state.decoder
-        if state.oversized:
-            message = f"the response ran past {self.max_response_bytes} bytes"
-            tail = decoder.too_large(message)
+        if state.oversized is not None:
+            what = "JSON body" if held else "response"
+            tail = decoder.too_large(f"the {what} ran past {state.oversized} bytes")
         elif held is not None and (decided or not state.request.stream):
             tail = decoder.body(b"".join(held))
             if state.ttft is None:
@@ -546,13 +548,16 @@ class ModelClient:
                 if status < 400:
                     state.store(data)
                     if state.size > self.max_response_bytes:
-                        state.oversized = True
+                        state.oversized = self.max_response_bytes
                         break
                 if held is not None:
                     held.append(data)
                     held_bytes += len(data)
                     if status >= 400 and held_bytes > ERROR_BODY_LIMIT:
                         break  # the message is at its start; the rest is not read
+                    if held_bytes > MAX_BODY_BYTES:
+                        state.oversized = MAX_BODY_BYTES  # a body, or no first byte yet
+                        break
                     if decided:
                         continue
                     body_first = starts_body(data)
@@ -610,7 +615,7 @@ class _AttemptState:
     loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
     hasher: hashlib._Hash = field(default_factory=hashlib.sha256)
     size: int = 0
-    oversized: bool = False  # the response ran past the client's byte limit
+    oversized: int | None = None  # the byte limit the response ran past
     status: int | None = None
     server_id: str | None = None
     headers_at: float | None = None

@@ -426,3 +426,23 @@ def test_an_error_body_is_read_only_to_its_limit() -> None:
     assert caught.value.status == 400
     (end,) = recorder.ends
     assert end.response_bytes < ERROR_BODY_LIMIT + (1 << 17)  # not the 8 MB the server sent
+
+
+def test_a_json_body_past_its_limit_fails_before_it_is_decoded() -> None:
+    from solver.llm.client import MAX_BODY_BYTES
+
+    filler = "b" * (MAX_BODY_BYTES + (1 << 20))
+    body = orjson.dumps(
+        {
+            "id": "c",
+            "choices": [{"index": 0, "message": {"content": filler}, "finish_reason": "stop"}],
+        }
+    )
+    recorder = Recorder()
+    server = RawServer(models_or(http(body, sized=True)), hold=True)
+    with server, pytest.raises(StreamProtocolError, match="JSON body ran past") as caught:
+        _complete_with(server.url, recorder)
+    assert caught.value.kind == "malformed"
+    (end,) = recorder.ends
+    assert "response_too_large" in end.normalised_cases
+    assert end.response_bytes < MAX_BODY_BYTES + (1 << 20)
