@@ -41,7 +41,11 @@ class SSEDecoder:
         if not data:
             return []
         parts = self._parts
-        boundary = b"\n\n" in data or (parts and data[:1] == b"\n" and parts[-1][-1:] == b"\n")
+        # a one-byte search (memchr) first: the two-byte one runs at a tenth of its speed, and
+        # the reads of a large event hold no newline at all (JSON escapes its own)
+        boundary = (b"\n" in data and b"\n\n" in data) or (
+            parts and data[:1] == b"\n" and parts[-1][-1:] == b"\n"
+        )
         if not boundary:
             parts.append(data)
             self._size += len(data)
@@ -55,9 +59,14 @@ class SSEDecoder:
         out: list[SSEEvent] = []
         pos = 0
         while pos < end:
-            stop = buffer.find(b"\n\n", pos, end + 2)
+            # the block ends at the first blank line; when its first newline is that end, the
+            # block is one line (found with one-byte searches only, see above)
+            stop = buffer.find(b"\n", pos, end + 2)
+            one_line = buffer[stop + 1] == 0x0A
+            if not one_line:
+                stop = buffer.find(b"\n\n", stop + 1, end + 2)
             # the fast path: one "data: ..." line, which is nearly every chunk of every server
-            if buffer.startswith(b"data: ", pos) and buffer.find(b"\n", pos, stop) < 0:
+            if one_line and buffer.startswith(b"data: ", pos):
                 out.append((None, buffer[pos + 6 : stop]))
             elif stop > pos:
                 event = _parse_block(buffer[pos:stop])
