@@ -4,10 +4,7 @@ the proxy's memory; the proxy goes on serving."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,6 +14,7 @@ import pytest
 from solver.llm.codec import MAX_EVENT_BYTES
 from solver.proxy import Provider, ProxyConfig, ProxyServer
 from solver.testing.fake_endpoint import Reply
+from tests.llm.test_transport_fixes import RawServer, http
 from tests.proxy.helpers import FRONTS, ask, proxied
 from tests.proxy.test_liveness import ERRORS, _protocol_error
 
@@ -65,44 +63,16 @@ def test_a_stream_past_its_limit_fails_the_request(monkeypatch: pytest.MonkeyPat
         fake.assert_consumed()
 
 
-class _JsonUpstream:
+def _json_upstream(size: int) -> RawServer:
     """Answers every request with one JSON body of ``size`` bytes (E20: JSON for a stream)."""
-
-    def __init__(self, size: int) -> None:
-        filler = "j" * size
-        body = json.dumps(
-            {
-                "id": "chatcmpl-j",
-                "choices": [{"index": 0, "message": {"content": filler}, "finish_reason": "stop"}],
-            }
-        ).encode()
-        head = f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len(body)}"
-        self._answer = head.encode() + b"\r\nconnection: close\r\n\r\n" + body
-        self._sock = socket.create_server(("127.0.0.1", 0))
-        self._sock.settimeout(0.1)
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}/v1"
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            with conn:
-                conn.settimeout(10)
-                data = b""
-                while b"\r\n\r\n" not in data:
-                    data += conn.recv(65536)
-                with contextlib.suppress(OSError):  # the proxy stopped reading at its limit
-                    conn.sendall(self._answer)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._sock.close()
+    filler = "j" * size
+    body = json.dumps(
+        {
+            "id": "chatcmpl-j",
+            "choices": [{"index": 0, "message": {"content": filler}, "finish_reason": "stop"}],
+        }
+    ).encode()
+    return RawServer(lambda path: http(body, sized=True))
 
 
 @contextmanager
@@ -119,14 +89,10 @@ def test_a_json_answer_past_its_limit_is_an_error_not_a_truncated_body(
     from solver.proxy import _exchange
 
     monkeypatch.setattr(_exchange, "MAX_UPSTREAM_BODY", 50_000)
-    small, large = _JsonUpstream(1_000), _JsonUpstream(200_000)
-    try:
-        with _proxy_to(small.url) as proxy:
+    with _json_upstream(1_000) as small, _json_upstream(200_000) as large:
+        with _proxy_to(small.url + "/v1") as proxy:
             assert ask("chat", proxy, stream=True, tools=False).text == "j" * 1_000
-        with _proxy_to(large.url) as proxy:
+        with _proxy_to(large.url + "/v1") as proxy:
             assert _failed("chat", proxy)
             metrics = httpx.get(proxy.url + "/metrics").text
             assert 'proxy_normalisations_total{case="response_too_large"} 1' in metrics
-    finally:
-        small.close()
-        large.close()
