@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from solver._util.masking import MASK, mask_url, url_problem
 from solver._util.terminal import one_line
@@ -109,6 +117,11 @@ class Acceptance(_Section):
     cancel_on_blocking: bool = Field(
         default=True, description="cancel a version's verifications once one has failed it"
     )
+    review: bool = Field(
+        default=True,
+        description="a reviewer checks the findings of each failing report (False: they "
+        "stand as reported, as in pipelines without one)",
+    )
     review_minor_on_pass: bool = Field(
         default=False, description="review passing reports whose findings are all minor"
     )
@@ -172,6 +185,16 @@ class Acceptance(_Section):
         if value == 1:
             raise ValueError("a recombination sees 2 to 4 proofs (0 turns it off), not 1")
         return value
+
+    @model_validator(mode="after")
+    def _recombine_needs_reviews(self) -> Acceptance:
+        if self.recombine and not self.review:
+            # its prompt shows each proof with the findings a reviewer confirmed in it
+            raise ValueError(
+                "acceptance.recombine shows each proof with the findings reviewers confirmed, "
+                "so it needs acceptance.review; set recombine to 0 or review to true"
+            )
+        return self
 
 
 class Budget(_Section):

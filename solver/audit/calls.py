@@ -32,7 +32,7 @@ from solver.llm import (
 )
 from solver.loop.contexts import ContextBuilder
 from solver.loop.policy import final_versions
-from solver.loop.state import CallState, RunState
+from solver.loop.state import CallState, RunState, reviews_of
 from solver.problems import Problem
 from solver.records import parse_loop_record
 from solver.roles import reviser, rubric_writer, verifier
@@ -207,10 +207,13 @@ class _Rederiver:
         self.builder: ContextBuilder | None = None
         try:
             problem = Problem.model_validate(ctx.manifest["problem"]["record"])
-            seed = int(ctx.manifest["config"]["resolved"]["seed"])
+            resolved = ctx.manifest["config"]["resolved"]
+            seed = int(resolved["seed"])
         except (KeyError, TypeError, ValueError) as exc:
             self.broken = f"the manifest has no usable problem record or seed ({exc!s:.80})"
             return
+        # a run without reviews shows the reviser its failing reports' findings as reported
+        self.state.reviews = reviews_of(resolved)
         store = cast(RunStore, _DigestOnlyStore(ctx))
         self.builder = ContextBuilder(store, self.state, problem, seed=seed)
 

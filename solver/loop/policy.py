@@ -34,6 +34,7 @@ from solver.loop.state import (
     review_calls,
     review_verdicts,
     revision_source,
+    unreviewed_verdicts,
     verification_calls,
 )
 from solver.records import (
@@ -44,6 +45,7 @@ from solver.records import (
     SelectionFacts,
     VerificationFacts,
 )
+from solver.roles.reviser import UNREVIEWED
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
 
 # Names of the evaluation phase (solver.loop.grading) that callers still import from here.
@@ -78,6 +80,9 @@ class PolicyConfig:
     # replaced by a fresh verification instead of counting as a pass
     verify_stage: int = 0  # verifications asked first; the rest only if all pass (0 = K at once)
     cancel_on_blocking: bool = False  # cancel a version's verifications once one fails it
+    # A reviewer checks each failing report's findings; False: they stand as the verifier
+    # reported them (a fail is a fail), as in Huang & Yang's and DeepSeek-Math-V2's code.
+    review: bool = True
     review_minor_on_pass: bool = True  # review a passing report that has only minor findings
     recurrence_rounds: int = 1  # consecutive rounds a confirmed finding must recur to abandon
     # Once a lineage is accepted, only this many of the others (the furthest along) take
@@ -377,7 +382,7 @@ def _new_lineage_call(
                 return CallPlanned(
                     call_id=f"{name}.v0.revise",
                     role="reviser",
-                    variant=cfg.variant("reviser", 0),
+                    variant=_reviser_variant(cfg),
                     phase="solve",
                     lineage=name,
                     version=0,
@@ -463,7 +468,7 @@ def _after_failure(
             CallPlanned(
                 call_id=f"{lineage.lineage}.v{next_version}.revise",
                 role="reviser",
-                variant=cfg.variant("reviser", next_version),
+                variant=_reviser_variant(cfg),
                 phase="solve",
                 lineage=lineage.lineage,
                 version=next_version,
@@ -473,13 +478,18 @@ def _after_failure(
     return [], [_generator_call(lineage.lineage, next_version, lineage.index, cfg)]
 
 
+def _reviser_variant(cfg: PolicyConfig) -> str:
+    """The reviser is told whether a reviewer confirmed its findings."""
+    return "standard" if cfg.review else UNREVIEWED
+
+
 def _ordinal(call: CallState) -> int:
     return int(call.call_id.rsplit(".", 1)[-1])
 
 
 def _needs_review(call: CallState, cfg: PolicyConfig) -> bool:
     findings = findings_of(call)
-    if not findings or call.status != "completed":
+    if not cfg.review or not findings or call.status != "completed":
         return False
     if cfg.review_minor_on_pass or _verdict(call) != "pass":
         return True
@@ -507,6 +517,8 @@ def verification_outcome(state: RunState, call: CallState, cfg: PolicyConfig) ->
         if review is None or review.status == "planned":
             return "pending"
         verdicts = review_verdicts(review, findings)
+    elif not cfg.review:
+        verdicts = unreviewed_verdicts(call, findings)
     else:
         verdicts = None
     confirmed, severity = verdicts if verdicts is not None and findings else (set(), {})

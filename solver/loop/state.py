@@ -2,7 +2,8 @@
 
 Every field is derived from records alone, so a resumed run rebuilds exactly the state an
 uninterrupted run had at the same record. ``apply`` takes every loop record type (the store's
-own types never reach it).
+own types never reach it). The one exception is ``reviews``, a setting of the run (its
+manifest's ``acceptance.review``) that says how the records are read.
 """
 
 from __future__ import annotations
@@ -123,6 +124,9 @@ class LineageState:
 
 @dataclass
 class RunState:
+    # The run reviews failing reports (``acceptance.review``); False: their findings stand
+    # unreviewed. Set from the run's configuration before any record is applied.
+    reviews: bool = True
     calls: dict[str, CallState] = field(default_factory=dict)
     artifacts: dict[str, ArtifactInfo] = field(default_factory=dict)
     lineages: dict[str, LineageState] = field(default_factory=dict)
@@ -426,14 +430,40 @@ def review_verdicts(
     return set(review.facts.confirmed), dict(review.facts.severity)
 
 
+def reviews_of(resolved: Any) -> bool:
+    """Whether a run reviews failing reports, from its manifest's resolved settings
+    (``config.resolved``): only an explicit ``acceptance.review`` of false turns reviews off,
+    so a run written before the setting existed reads as it was run."""
+    acceptance = resolved.get("acceptance") if isinstance(resolved, dict) else None
+    return not (isinstance(acceptance, dict) and acceptance.get("review") is False)
+
+
+def unreviewed_verdicts(
+    call: CallState, findings: Sequence[ProofFinding]
+) -> tuple[set[str], dict[str, str]] | None:
+    """In a run without reviews: every finding of a failing report stands as reported. A
+    report fails when its verdict is not a pass or it names a critical or major flaw (the
+    reports a run with reviews would review); None for a passing report or an unended call."""
+    if call.status != "completed" or not findings:
+        return None
+    verdict = call.facts.verdict if isinstance(call.facts, VerificationFacts) else None
+    if verdict == "pass" and not any(f.severity in ("critical", "major") for f in findings):
+        return None
+    return {f.id for f in findings}, {}
+
+
 def confirmed_findings(state: RunState, lineage: str, version: int) -> list[ProofFinding]:
     """Findings of this version's verifications that their review confirmed (or could not
-    review), at the severity the review set, in a stable order."""
+    review), at the severity the review set, in a stable order; in a run without reviews,
+    the findings of its failing reports as reported."""
     found: list[ProofFinding] = []
     reviews = {c.target: c for c in review_calls(state, lineage, version)}
     for ver_call in sorted(verification_calls(state, lineage, version), key=lambda c: c.call_id):
         findings = findings_of(ver_call)
-        verdicts = review_verdicts(reviews.get(ver_call.call_id), findings)
+        if state.reviews:
+            verdicts = review_verdicts(reviews.get(ver_call.call_id), findings)
+        else:
+            verdicts = unreviewed_verdicts(ver_call, findings)
         if verdicts is None:
             continue
         confirmed, severity = verdicts

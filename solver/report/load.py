@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from solver._util.clock import seconds_between
-from solver.loop.state import RunState
+from solver.loop.state import RunState, reviews_of
 from solver.problems import Problem
 from solver.records import (
     CallCancelled,
@@ -194,7 +194,7 @@ def load_report(
     manifest = read_manifest(reader.manifest, run_dir)
     records = list(reader.records())
     created = manifest.created or (records[0].t if records else "")
-    state = RunState()
+    state = RunState(reviews=reviews_of(manifest.config.resolved))
     journal = _JournalView(records[0].t if records else created)
     for rec in records:
         typed = typed_record(rec)

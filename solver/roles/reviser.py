@@ -1,8 +1,9 @@
 """Reviser: repair one candidate using the confirmed findings only.
 
 Sees the problem, the parent proof text and the confirmed findings (quote, severity,
-explanation; no verifier identity, no counts, no rejected findings). Output contract: the
-generator's sections (``## Proof``, ``## Final answer``, ``## Self-assessment``) plus
+explanation; no verifier identity, no counts, no rejected findings); in a run without
+reviews, the findings of the failing reports as reported (variant ``unreviewed``). Output
+contract: the generator's sections (``## Proof``, ``## Final answer``, ``## Self-assessment``) plus
 ``## Response to findings`` saying, per finding, fixed or disputed and why.
 
 Its recombining variant (policy key ``reviser:recombine``) sees two to four of the best
@@ -28,8 +29,14 @@ from solver.roles.proof import parse_proof_output
 from solver.roles.verifier import ProofFinding, finding_keys
 
 NAME = "reviser"
-VARIANTS: tuple[str, ...] = ("standard",)
-TEMPLATES: dict[str, tuple[str, ...]] = {"standard": ("reviser/system.j2", "reviser/user.j2")}
+# "unreviewed": a run without reviews (``acceptance.review`` false) shows the reviser its
+# failing reports' findings as the verifier wrote them, and the prompt says nobody checked them.
+UNREVIEWED = "unreviewed"
+VARIANTS: tuple[str, ...] = ("standard", UNREVIEWED)
+TEMPLATES: dict[str, tuple[str, ...]] = {
+    "standard": ("reviser/system.j2", "reviser/user.j2"),
+    UNREVIEWED: ("reviser/unreviewed.system.j2", "reviser/unreviewed.user.j2"),
+}
 RECOMBINE = "reviser:recombine"
 RECOMBINE_TEMPLATES: dict[str, tuple[str, ...]] = {
     "standard": ("reviser/recombine.system.j2", "reviser/recombine.user.j2")

@@ -40,7 +40,7 @@ from solver.loop.engine import (
 )
 from solver.loop.finish import write_finish
 from solver.loop.policy import GIVEN, PolicyConfig, rival_lineage
-from solver.loop.state import RunState
+from solver.loop.state import RunState, reviews_of
 from solver.problems import Problem
 from solver.records import (
     LOOP_RECORD_TYPES,
@@ -118,6 +118,7 @@ def policy_config(
         overturned_fail_passes=acceptance.overturned_fail_passes,
         verify_stage=acceptance.verify_stage,
         cancel_on_blocking=acceptance.cancel_on_blocking,
+        review=acceptance.review,
         review_minor_on_pass=acceptance.review_minor_on_pass,
         recurrence_rounds=acceptance.recurrence_rounds,
         focus_after_accept=acceptance.focus_after_accept,
@@ -253,17 +254,18 @@ def open_run(run_dir: Path, signing_key: Path | None = None) -> tuple[RunStore, 
     with _collector_paused():
         store = RunStore.open(run_dir, signing_key=signing_key)
         try:
-            state = fold(store.records())
+            state = fold(store.records(), reviews=reviews_of(_resolved(store.manifest)))
         except BaseException:
             store.close()
             raise
     return store, state
 
 
-def fold(records: Iterator[Record]) -> RunState:
+def fold(records: Iterator[Record], *, reviews: bool = True) -> RunState:
     """RunState from journal records, each read into its typed record. Versions newer than
-    this solver reads are refused; a line that is not its type's record is a damaged run."""
-    state = RunState()
+    this solver reads are refused; a line that is not its type's record is a damaged run.
+    ``reviews``: the run's ``acceptance.review`` (``reviews_of`` its manifest)."""
+    state = RunState(reviews=reviews)
     for rec in records:
         typed = typed_record(rec)
         if typed is not None:
@@ -601,7 +603,7 @@ async def start_run(
     )
     with store:
         on_created(run_dir)
-        state = RunState()
+        state = RunState(reviews=settings.acceptance.review)
         recorder = Recorder(store, state)
         store.set_session(1)
         record_inputs(recorder, problem, evaluation, given_proof, rival_proofs)
@@ -751,4 +753,9 @@ def read_state(run_dir: Path) -> tuple[RunReader, RunState]:
         raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
     reader = RunReader(run_dir)
     with _collector_paused():
-        return reader, fold(reader.records())
+        return reader, fold(reader.records(), reviews=reviews_of(_resolved(reader.manifest)))
+
+
+def _resolved(manifest: dict[str, Any]) -> Any:
+    config = manifest.get("config")
+    return config.get("resolved") if isinstance(config, dict) else None

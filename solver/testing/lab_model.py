@@ -495,7 +495,7 @@ class LabModel:
         if not found:
             return self._generate(request, draws)
         old = found[0]
-        findings = request.user_text.split("# Confirmed findings", 1)[-1]
+        findings = _findings_section(request.user_text)
         kept: list[Flaw] = []
         for flaw in old.flaws:
             fixed = flaw.fixable and draws.chance(self._fix_chance(flaw, findings))
@@ -656,6 +656,15 @@ class LabModel:
 _WRITERS = ("generator", "reviser", "recombiner")
 # The answer's share of a call's output tokens for the other roles; the rest is reasoning.
 _ANSWER_SHARE = 0.2
+
+
+def _findings_section(prompt: str) -> str:
+    """A revision prompt's findings: those a reviewer confirmed or, in a run without
+    reviews, those the verifiers reported."""
+    for heading in ("# Confirmed findings", "# Reported findings"):
+        if heading in prompt:
+            return prompt.split(heading, 1)[-1]
+    return prompt
 
 
 def _view_of(request: RecordedRequest) -> str:

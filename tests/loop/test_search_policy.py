@@ -9,10 +9,19 @@ from typing import Literal
 import pytest
 
 from solver.errors import InputError
-from solver.loop.policy import PolicyConfig, decide
-from solver.loop.state import CallState, LineageState, RunState, VersionState, VersionStatus
+from solver.loop.policy import PolicyConfig, decide, verification_outcome
+from solver.loop.state import (
+    CallState,
+    LineageState,
+    RunState,
+    VersionState,
+    VersionStatus,
+    confirmed_findings,
+    reviews_of,
+)
 from solver.records import ProofFacts, VerificationFacts
 from solver.roles.facts import Facts, NoFacts
+from solver.roles.verifier import ProofFinding
 from solver.testing import RecordedRequest
 from solver.testing.fake_endpoint import Reply
 from tests.loop import scripts
@@ -373,3 +382,97 @@ def test_with_answers_agree_two_accepted_proofs_of_different_answers_do_not_stop
     assert not any(lineage in ("L0", "L2") for kind, lineage in decisions if kind == "unaccepted")
     called, decisions = _agreed_step(("7", "7"))
     assert decisions == [("phase", "")]
+
+
+def reported_flaw_then_fixed(request: RecordedRequest) -> Reply:
+    """The first proof has a flaw every verifier reports; any reviewer would reject it (so a
+    run with reviews never revises); the reviser's proof passes."""
+    role = scripts.role_of(request)
+    if role == "reviewer":
+        return scripts.reviewer_rejects(request)
+    return scripts.fix_after_finding(request)
+
+
+def test_without_reviews_a_reported_finding_fails_the_round_and_goes_to_the_reviser(
+    tmp_path: Path,
+) -> None:
+    with ScriptedEndpoint(reported_flaw_then_fixed) as fake:
+        outcome = solve(
+            fake, tmp_path, candidates=1, acceptance__review=False, acceptance__verify_stage=1
+        )
+    state = state_of(outcome.run_dir)
+    assert outcome.outcome == "solved"
+    assert not [c for c in state.calls.values() if c.role == "reviewer"]
+    assert state.lineages["L0"].versions[0].status == "failed"
+    revision = state.calls["L0.v1.revise"]
+    assert revision.variant == "unreviewed"
+    (prompt,) = [r for r in fake.requests if scripts.role_of(r) == "reviser"]
+    assert "Nobody has checked the report" in prompt.system_text
+    assert "# Reported findings" in prompt.user_text
+    assert scripts.FLAW_FINDING["explanation"] in prompt.user_text
+    audit_ok(outcome.run_dir)  # the audit derives the reviser's findings without reviews
+
+
+def test_with_reviews_the_same_finding_is_overturned_and_never_revised(tmp_path: Path) -> None:
+    with ScriptedEndpoint(reported_flaw_then_fixed) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=1,
+            acceptance__verify_stage=1,
+            acceptance__max_failed_rounds=1,
+            acceptance__max_lineages=1,
+        )
+    state = state_of(outcome.run_dir)
+    assert [c for c in state.calls.values() if c.role == "reviewer"]
+    assert "L0.v1.revise" not in state.calls
+
+
+def _one_report(verdict: Literal["pass", "fail"], severity: str) -> tuple[RunState, CallState]:
+    finding = ProofFinding(id="F1", location="step 2", severity=severity, explanation="gap")
+    state = RunState(reviews=False)
+    _lineage(state, 0, "open", ())
+    call = _call(
+        "L0.v0.verify.0",
+        "verifier",
+        "L0",
+        0,
+        facts=VerificationFacts(verdict=verdict, findings=(finding,)),
+    )
+    state.calls[call.call_id] = call
+    return state, call
+
+
+@pytest.mark.parametrize(
+    ("verdict", "severity", "outcome", "shown"),
+    [
+        ("pass", "major", "fail", 1),  # a blocking finding fails a "pass" as it stands
+        ("pass", "minor", "pass", 0),  # a passing report's remark is not a finding to fix
+        ("fail", "minor", "fail", 1),
+    ],
+)
+def test_without_reviews_findings_stand_as_reported(
+    verdict: Literal["pass", "fail"], severity: str, outcome: str, shown: int
+) -> None:
+    state, call = _one_report(verdict, severity)
+    cfg = PolicyConfig(candidates=1, review=False)
+    assert verification_outcome(state, call, cfg) == outcome
+    assert len(confirmed_findings(state, "L0", 0)) == shown
+    # with reviews the same report waits for its review, and no finding stands before it
+    state.reviews = True
+    assert verification_outcome(state, call, PolicyConfig(candidates=1)) == "pending"
+    assert confirmed_findings(state, "L0", 0) == []
+
+
+def test_a_run_reads_whether_it_reviews_from_its_manifest() -> None:
+    assert reviews_of({"acceptance": {"review": False}}) is False
+    assert reviews_of({"acceptance": {"review": True}}) is True
+    # a run from before the setting, or a damaged value, reads as reviewed
+    assert reviews_of({"acceptance": {}}) is True
+    assert reviews_of({"acceptance": {"review": "no"}}) is True
+    assert reviews_of(None) is True
+
+
+def test_recombination_without_reviews_is_refused(tmp_path: Path) -> None:
+    with ScriptedEndpoint(scripts.solved) as fake, pytest.raises(InputError, match="review"):
+        solve(fake, tmp_path, acceptance__review=False, acceptance__recombine=2)
