@@ -185,6 +185,23 @@ POLICIES: tuple[Policy, ...] = (
             "concurrency": 50,  # every agent's verification in flight at once
             # agent.py: one verification_system_prompt; "meticulous grader" is stepwise's
             "roles.verifier.variants": ["stepwise"],
+            # agent.py:443-491 init_explorations: a second turn of the first conversation
+            # (self_improvement_prompt, lines 161-163) before the first verification
+            "acceptance.self_improve": True,
+            # agent.py:395-414: the review of a bug report is commented out; a report whose
+            # yes/no check (lines 383-395) is not "yes" fails the proof as it stands
+            "acceptance.review": False,
+            # agent.py:383-395: a report cut off or without a verdict gets no "yes": a fail
+            "acceptance.reverify_no_verdict": False,
+            # agent.py:527-592: one verification at a time, a correction at the first fail;
+            # the loop's nearest: one first, the other four once it passes, cancelled at a fail
+            "acceptance.verify_stage": 1,
+            "acceptance.cancel_on_blocking": True,
+            # agent.py:541-561: the correction rewrites the latest solution, whatever passed
+            "acceptance.best_version": False,
+            # no check of final answers anywhere in agent.py or run_parallel.py
+            "acceptance.recheck_answers": False,
+            "acceptance.answers_agree": False,
         },
         baseline=True,
     ),
@@ -192,8 +209,12 @@ POLICIES: tuple[Policy, ...] = (
         "dsm",
         "deepseek-ai/DeepSeek-Math-V2 inference/main.py, run.sh",
         {
-            "candidates": 16,  # run.sh --n_parallel_proof_gen 128, scaled to the budget
-            "acceptance.verifications": 16,  # run.sh --n_verification_per_proof 64, scaled
+            # run.sh: 128 first proofs, 64 verifications each, about 25 x the lab's budget in
+            # one round; scaled to the budget at the scale that gives this row its best score
+            # (16 scales measured, docs/bench-policy.md "How faithful the baselines are");
+            # 4 verifications is also main.py's own default (--n_verification_per_proof)
+            "candidates": 4,
+            "acceptance.verifications": 4,
             "acceptance.max_failed_rounds": 16,  # run.sh --max_rounds 16
             "acceptance.abandon_on_recurring": False,
             "acceptance.accepted_needed": 1,  # main.py:222 stops when a mean score is 1
@@ -201,6 +222,19 @@ POLICIES: tuple[Policy, ...] = (
             "concurrency": 256,  # main.py:37 320 verification processes
             # inference/main.py: the one proof_verification template
             "roles.verifier.variants": ["stepwise"],
+            # run.sh:18 --skip_meta_verification: no check of the verifications (main.py:504)
+            "acceptance.review": False,
+            # main.py:480-489: every proof gets all its verifications (--n), none stopped early
+            "acceptance.verify_stage": 0,
+            "acceptance.cancel_on_blocking": False,
+            # main.py:227: refinements start from the pool's proofs of highest mean score
+            "acceptance.best_version": True,
+            # main.py:303, 326: an unfinished or unscored verification is left out of the
+            # mean, not counted as a fail (the loop's nearest: issue it again)
+            "acceptance.reverify_no_verdict": True,
+            # no check of final answers anywhere in main.py
+            "acceptance.recheck_answers": False,
+            "acceptance.answers_agree": False,
         },
         baseline=True,
     ),

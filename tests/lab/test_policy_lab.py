@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from solver.config import resolve_settings
+from solver.loop.policy import PolicyConfig
 from solver.run.session import policy_config
 from solver.testing import LabModel, ProblemParams, RecordedRequest, RoleParams
 
@@ -188,6 +189,39 @@ def test_the_baselines_verify_with_one_prompt_as_their_code_does(tmp_path: Path,
     config = policy_config(resolved.settings, evaluation=False, material=False)
     assert config.variants["verifier"] == config.variants["verifier:check"] == ("stepwise",)
     assert len(config.variants["generator"]) == 3  # their writers are not the point here
+
+
+def test_the_baselines_take_what_they_do_not_name_from_their_code_not_from_our_defaults(
+    tmp_path: Path,
+) -> None:
+    by_name = {p.name: p for p in policy.POLICIES}
+
+    def config_of(name: str) -> PolicyConfig:
+        flags = policy.settings_for(tmp_path, by_name[name], 1, 9)
+        return policy_config(
+            resolve_settings(flags=flags, env={}).settings, evaluation=False, material=False
+        )
+
+    hy, dsm = config_of("hy"), config_of("dsm")
+    # neither runs a reviewer, nor checks final answers (issue 19's own additions)
+    for cfg in (hy, dsm):
+        assert not cfg.review and not cfg.recheck_answers and not cfg.answers_agree
+    # H&Y: a second turn first, one verification at a time, a report without "yes" fails,
+    # the latest solution is corrected
+    assert hy.self_improve and hy.verify_stage == 1 and hy.cancel_on_blocking
+    assert not hy.reverify_no_verdict and not hy.best_version
+    # DeepSeek-Math-V2: every verification runs to its end; refine the best by mean score
+    assert dsm.verify_stage == 0 and not dsm.cancel_on_blocking and dsm.best_version
+    assert not dsm.self_improve
+    # and in a session: H&Y's calls include second turns and no review
+    invisible = ProblemParams(
+        "X", p_correct=0.5, p_critical=0.5, detect=0.7, p_hidden=0.0, fix=0.5, p_wrong=0.0
+    )
+    s = policy.run_session(
+        tmp_path, by_name["hy"], invisible, RoleParams(), policy.GpuModel(), 0, 1_500_000
+    )
+    assert s.by_role.get("generator:improve", 0) >= 1 and not s.by_role.get("reviewer")
+    assert s.audit_ok
 
 
 def test_the_stop_check_counts_a_search_that_gave_up_with_budget_left(tmp_path: Path) -> None:
