@@ -82,6 +82,7 @@ class SearchView:
     cancelled: int  # cancelled calls of the run, every role
     verifications: int  # K
     stage: int  # verifications asked first (0: all K at once)
+    reviews: bool = True  # a reviewer checks failing reports (``acceptance.review``)
 
     def of(self, lineage: str, version: int) -> VersionSearch | None:
         for entry in self.versions:
@@ -97,10 +98,14 @@ class SearchView:
         pass``."""
         k = self.verifications
         if 0 < self.stage < k:
-            return (
+            text = (
                 f"staged verification: {self.stage} first, the other {k - self.stage} if all pass"
             )
-        return f"{k} verifications at once"
+        else:
+            text = f"{k} verifications at once"
+        if not self.reviews:
+            text += "; no reviewer: a failing report's findings stand as written"
+        return text
 
 
 def _stage(cfg: PolicyConfig, calls: list[CallState], passed: int, failed: int) -> str:
@@ -151,7 +156,7 @@ def search_view(state: RunState, cfg: PolicyConfig) -> SearchView:
                 )
             )
     cancelled = sum(1 for c in state.calls.values() if c.status == "cancelled")
-    return SearchView(tuple(entries), cancelled, cfg.verifications, cfg.verify_stage)
+    return SearchView(tuple(entries), cancelled, cfg.verifications, cfg.verify_stage, cfg.review)
 
 
 def policy_of_run(resolved: dict[str, object]) -> PolicyConfig:

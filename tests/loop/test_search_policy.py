@@ -20,6 +20,7 @@ from solver.loop.state import (
     reviews_of,
 )
 from solver.records import ProofFacts, VerificationFacts
+from solver.report.search import load_search
 from solver.roles.facts import Facts, NoFacts
 from solver.roles.verifier import ProofFinding
 from solver.testing import RecordedRequest
@@ -411,6 +412,8 @@ def test_without_reviews_a_reported_finding_fails_the_round_and_goes_to_the_revi
     assert "# Reported findings" in prompt.user_text
     assert scripts.FLAW_FINDING["explanation"] in prompt.user_text
     audit_ok(outcome.run_dir)  # the audit derives the reviser's findings without reviews
+    search = load_search(outcome.run_dir)  # what the report and the progress view say
+    assert search is not None and "no reviewer" in search.settings_text()
 
 
 def test_with_reviews_the_same_finding_is_overturned_and_never_revised(tmp_path: Path) -> None:
