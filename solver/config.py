@@ -146,6 +146,11 @@ class Acceptance(_Section):
         default=False,
         description="a fresh proof gets a second generator turn (check and improve) first",
     )
+    refine_from_pool: bool = Field(
+        default=False,
+        description="a failed round is revised from the best proof of the whole search "
+        "(every lineage's), not the lineage's own",
+    )
     restart_from_pool: bool = Field(
         default=False,
         description="restarts take turns with revising an abandoned lineage's best proof",

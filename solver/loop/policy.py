@@ -98,6 +98,10 @@ class PolicyConfig:
     # and a recombination of the best proofs of ``recombine`` (2-4) different lineages.
     restart_from_pool: bool = False
     recombine: int = 0
+    # A failed round is revised from the best proof of the whole search (every lineage's best
+    # failed version with confirmed findings, as the pool ranks them), not the lineage's own:
+    # DeepSeek-Math-V2 refines the proofs of highest mean score of its whole pool.
+    refine_from_pool: bool = False
     final_verifications: int = 0  # a last, larger round for each accepted proof (0 = off)
     # The later checks (final and recheck rounds) run as ``verifier:check`` calls, on the
     # checker's endpoint (``roles.checker``, another model family); False: verifier calls.
@@ -462,8 +466,13 @@ def _after_failure(
     next_version = version.version + 1
     if cfg.best_version:
         version = best_version(state, lineage, cfg) or version
-    findings = confirmed_findings(state, lineage.lineage, version.version)
+    if cfg.refine_from_pool:
+        pool = _pool(state, cfg, abandoned_only=False)
+        version = pool[0] if pool else version
+    findings = confirmed_findings(state, version.lineage, version.version)
     if version.proof_artifact is not None and findings:
+        # a version of another lineage is named with its lineage, as a restart's source is
+        own = version.lineage == lineage.lineage
         return [], [
             CallPlanned(
                 call_id=f"{lineage.lineage}.v{next_version}.revise",
@@ -472,7 +481,7 @@ def _after_failure(
                 phase="solve",
                 lineage=lineage.lineage,
                 version=next_version,
-                target=str(version.version),
+                target=str(version.version) if own else f"{version.lineage}.v{version.version}",
             )
         ]
     return [], [_generator_call(lineage.lineage, next_version, lineage.index, cfg)]

@@ -126,6 +126,7 @@ def policy_config(
         best_version=acceptance.best_version,
         self_improve=acceptance.self_improve,
         restart_from_pool=acceptance.restart_from_pool,
+        refine_from_pool=acceptance.refine_from_pool,
         recombine=acceptance.recombine,
         final_verifications=final_round(settings),
         checks_by_checker=checker,

@@ -479,3 +479,30 @@ def test_a_run_reads_whether_it_reviews_from_its_manifest() -> None:
 def test_recombination_without_reviews_is_refused(tmp_path: Path) -> None:
     with ScriptedEndpoint(scripts.solved) as fake, pytest.raises(InputError, match="review"):
         solve(fake, tmp_path, acceptance__review=False, acceptance__recombine=2)
+
+
+def test_refining_from_the_pool_revises_the_best_proof_of_any_lineage(tmp_path: Path) -> None:
+    """Both first proofs fail alike; the older is the pool's best, so both lineages revise it
+    (the younger naming it by lineage), and the audit derives what each reviser was shown."""
+    with ScriptedEndpoint(scripts.fix_after_finding) as fake:
+        outcome = solve(
+            fake,
+            tmp_path,
+            candidates=2,
+            acceptance__refine_from_pool=True,
+            acceptance__verify_stage=1,
+        )
+    state = state_of(outcome.run_dir)
+    assert outcome.outcome == "solved"
+    assert state.calls["L0.v1.revise"].target == "0"
+    assert state.calls["L1.v1.revise"].target == "L0.v0"
+    younger = [r for r in fake.requests if scripts.role_of(r) == "reviser"]
+    assert len(younger) == 2 and younger[0].user_text == younger[1].user_text  # one source
+    audit_ok(outcome.run_dir)
+
+
+def test_without_refining_from_the_pool_a_lineage_revises_its_own_proof(tmp_path: Path) -> None:
+    with ScriptedEndpoint(scripts.fix_after_finding) as fake:
+        outcome = solve(fake, tmp_path, candidates=2, acceptance__verify_stage=1)
+    state = state_of(outcome.run_dir)
+    assert state.calls["L1.v1.revise"].target == "0"
