@@ -188,7 +188,7 @@ POLICIES: tuple[Policy, ...] = (
             # agent.py:443-491 init_explorations: a second turn of the first conversation
             # (self_improvement_prompt, lines 161-163) before the first verification
             "acceptance.self_improve": True,
-            # agent.py:395-414: the review of a bug report is commented out; a report whose
+            # agent.py:398-415: the review of a bug report is commented out; a report whose
             # yes/no check (lines 383-395) is not "yes" fails the proof as it stands
             "acceptance.review": False,
             # agent.py:383-395: a report cut off or without a verdict gets no "yes": a fail
@@ -197,7 +197,7 @@ POLICIES: tuple[Policy, ...] = (
             # the loop's nearest: one first, the other four once it passes, cancelled at a fail
             "acceptance.verify_stage": 1,
             "acceptance.cancel_on_blocking": True,
-            # agent.py:541-561: the correction rewrites the latest solution, whatever passed
+            # agent.py:539-561: the correction rewrites the latest solution, whatever passed
             "acceptance.best_version": False,
             # no check of final answers anywhere in agent.py or run_parallel.py
             "acceptance.recheck_answers": False,
