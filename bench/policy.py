@@ -229,7 +229,7 @@ POLICIES: tuple[Policy, ...] = (
             "acceptance.cancel_on_blocking": False,
             # main.py:227: refinements start from the pool's proofs of highest mean score
             "acceptance.best_version": True,
-            # main.py:303, 326: an unfinished or unscored verification is left out of the
+            # main.py:326-334: an unfinished or unscored verification is left out of the
             # mean, not counted as a fail (the loop's nearest: issue it again)
             "acceptance.reverify_no_verdict": True,
             # no check of final answers anywhere in main.py
