@@ -23,11 +23,13 @@ from solver.loop.grading import (
     graded_score,
 )
 from solver.loop.state import (
+    BLOCKING_SEVERITIES,
     CallState,
     LineageState,
     RunState,
     VersionState,
     confirmed_findings,
+    failing_report,
     finding_keys,
     findings_of,
     pool_sources,
@@ -50,8 +52,6 @@ from solver.roles.verifier import CHECK as VERIFIER_CHECK
 
 # Names of the evaluation phase (solver.loop.grading) that callers still import from here.
 __all__ = ["evaluation_calls", "evaluation_score", "graded_score"]
-
-BLOCKING_SEVERITIES = ("critical", "major")
 
 
 @dataclass(frozen=True)
@@ -464,11 +464,11 @@ def _after_failure(
         reason = f"{lineage.consecutive_failures} consecutive failed rounds"
         return [Decision(kind="abandoned", lineage=lineage.lineage, reason=reason)], []
     next_version = version.version + 1
-    if cfg.best_version:
+    pool = _pool(state, cfg, abandoned_only=False) if cfg.refine_from_pool else []
+    if pool:
+        version = pool[0]
+    elif cfg.best_version:
         version = best_version(state, lineage, cfg) or version
-    if cfg.refine_from_pool:
-        pool = _pool(state, cfg, abandoned_only=False)
-        version = pool[0] if pool else version
     findings = confirmed_findings(state, version.lineage, version.version)
     if version.proof_artifact is not None and findings:
         # a version of another lineage is named with its lineage, as a restart's source is
@@ -500,9 +500,7 @@ def _needs_review(call: CallState, cfg: PolicyConfig) -> bool:
     findings = findings_of(call)
     if not cfg.review or not findings or call.status != "completed":
         return False
-    if cfg.review_minor_on_pass or _verdict(call) != "pass":
-        return True
-    return any(f.severity in BLOCKING_SEVERITIES for f in findings)
+    return cfg.review_minor_on_pass or failing_report(call)
 
 
 def _verdict(call: CallState) -> str | None:

@@ -122,6 +122,10 @@ class LineageState:
         return not self.abandoned and self.accepted_version is None
 
 
+# A finding of one of these severities fails the proof it is found in.
+BLOCKING_SEVERITIES = ("critical", "major")
+
+
 @dataclass
 class RunState:
     # The run reviews failing reports (``acceptance.review``); False: their findings stand
@@ -438,16 +442,19 @@ def reviews_of(resolved: Any) -> bool:
     return not (isinstance(acceptance, dict) and acceptance.get("review") is False)
 
 
+def failing_report(call: CallState) -> bool:
+    """A verification report that fails its proof as written: a verdict other than a pass,
+    or a critical or major finding beside a pass."""
+    verdict = call.facts.verdict if isinstance(call.facts, VerificationFacts) else None
+    return verdict != "pass" or any(f.severity in BLOCKING_SEVERITIES for f in findings_of(call))
+
+
 def unreviewed_verdicts(
     call: CallState, findings: Sequence[ProofFinding]
 ) -> tuple[set[str], dict[str, str]] | None:
-    """In a run without reviews: every finding of a failing report stands as reported. A
-    report fails when its verdict is not a pass or it names a critical or major flaw (the
+    """In a run without reviews: every finding of a failing report stands as reported (the
     reports a run with reviews would review); None for a passing report or an unended call."""
-    if call.status != "completed" or not findings:
-        return None
-    verdict = call.facts.verdict if isinstance(call.facts, VerificationFacts) else None
-    if verdict == "pass" and not any(f.severity in ("critical", "major") for f in findings):
+    if call.status != "completed" or not findings or not failing_report(call):
         return None
     return {f.id for f in findings}, {}
 
