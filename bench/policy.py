@@ -49,7 +49,6 @@ from solver.llm import (
     Usage,
     encode_request,
 )
-from solver.llm.codec import PATHS
 from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
@@ -67,6 +66,7 @@ from solver.testing import (
     VirtualGpu,
 )
 from solver.testing.fake_endpoint import Reply
+from solver.wire.codec import PATHS
 
 # Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters"). Those
 # that ask for a short final answer are IMO 2025's (all but P2: ../shared/data,

@@ -15,7 +15,7 @@
     ├── StorageFull                 exit 74  disk full / file too large while writing
     ├── RunLocked                   exit 75  another process holds the run's writer lock
     ├── Interrupted                 exit 130 Ctrl-C / SIGTERM; the run is resumable
-    ├── TransportError  (solver.llm.errors)    the model transport's own tree
+    ├── TransportError  (solver.wire.errors)   the model transport's own tree
     └── StoreError      (solver.store.errors)  the run store's own tree
 
 The transport's and the store's classes also derive from the family above that fits them

@@ -24,37 +24,37 @@ from pydantic import (
     model_serializer,
 )
 
-from solver.llm import Api
 from solver.problems import Problem
 
 # The facts are the roles' (each role's parser makes its own); re-exported as records.
-from solver.roles.facts import (
+from solver.roles import (
     FACTS_ADAPTER as FACTS_ADAPTER,
 )
-from solver.roles.facts import (
+from solver.roles import (
     Facts as Facts,
 )
-from solver.roles.facts import (
+from solver.roles import (
     GradeFacts as GradeFacts,
 )
-from solver.roles.facts import (
+from solver.roles import (
     NoFacts as NoFacts,
 )
-from solver.roles.facts import (
+from solver.roles import (
     NotUsedFacts as NotUsedFacts,
 )
-from solver.roles.facts import (
+from solver.roles import (
     ProofFacts as ProofFacts,
 )
-from solver.roles.facts import (
+from solver.roles import (
     ReviewFacts as ReviewFacts,
 )
-from solver.roles.facts import (
+from solver.roles import (
     SelectionFacts as SelectionFacts,
 )
-from solver.roles.facts import (
+from solver.roles import (
     VerificationFacts as VerificationFacts,
 )
+from solver.wire import Api
 
 RECORD_VERSION = 1
 SCHEMA_CHANGES: dict[int, str] = {1: "initial loop record set"}

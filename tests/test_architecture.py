@@ -1,7 +1,10 @@
-"""The package's shape: no import circles between modules, one top-level package."""
+"""The package's shape: no import circles between modules, one top-level package, and
+packages reached only through their faces."""
 
 from __future__ import annotations
 
+import importlib
+import re
 import tomllib
 from pathlib import Path
 
@@ -77,3 +80,98 @@ def test_one_top_level_package() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert config["tool"]["setuptools"]["packages"]["find"]["include"] == ["solver*"]
     assert not any((ROOT / name / "__init__.py").exists() for name in ("roles", "serve", "prompts"))
+
+
+# `loop` has no face on purpose: importing the pure `state` and `policy` must not load the
+# engine and its transport, which an `__init__` re-exporting the engine would do; callers
+# import `solver.loop.state`, `solver.loop.engine`, ... by name. `cli` is the top (only
+# `solver.__main__` enters it) and `_util` holds the leaves every package shares.
+NO_FACE = frozenset({"solver.loop", "solver.cli", "solver._util"})
+# Not yet enforced for `serve`: its CLI imports names that mean something only beside their
+# module (`minimums.describe`, `launch.pip_requirements`) from the submodules, lazily per verb.
+FACES_PENDING = frozenset({"solver.serve"})
+_FROM_FACE = re.compile(r"from (\S+) import ")
+
+
+def _package_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _private_owner(module: str) -> str | None:
+    """The package a private module (``solver.X._y``, ``solver.X.y._z``) belongs to."""
+    parts = module.split(".")
+    for depth in range(len(parts) - 1, 1, -1):
+        if parts[depth].startswith("_"):
+            return ".".join(parts[:depth])
+    return None
+
+
+def _inside(importer: str, package: str) -> bool:
+    return importer == package or importer.startswith(package + ".")
+
+
+def face_violations(graph: grimp.ImportGraph) -> list[str]:
+    """Imports that reach past a package's face: a private module from outside its package,
+    or any module below a faced package from outside it except ``from solver.X import
+    name`` with ``name`` in the face's ``__all__`` (a module the face hands out)."""
+    found: list[str] = []
+    for imported in sorted(graph.modules):
+        if imported.count(".") < 2:
+            continue
+        package = _package_of(imported)
+        owner = _private_owner(imported)
+        faced = package not in NO_FACE | FACES_PENDING
+        for importer in sorted(graph.find_modules_that_directly_import(imported)):
+            if owner is not None and not _inside(importer, owner):
+                found.append(f"{importer} -> {imported} (private to {owner})")
+                continue
+            if not faced or _inside(importer, package):
+                continue
+            for detail in graph.get_import_details(importer=importer, imported=imported):
+                line = str(detail["line_contents"])
+                match = _FROM_FACE.match(line)
+                face = getattr(importlib.import_module(package), "__all__", ())
+                if match and match.group(1) == package and imported.split(".")[2] in face:
+                    continue
+                found.append(f"{importer} -> {imported} (not through {package}): {line}")
+    return found
+
+
+def test_packages_are_reached_through_their_faces() -> None:
+    assert face_violations(grimp.build_graph("solver")) == []
+
+
+def test_every_faced_package_has_a_face() -> None:
+    packages = {_package_of(m) for m in grimp.build_graph("solver").modules if m.count(".") >= 2}
+    for package in sorted(packages - NO_FACE):
+        assert importlib.import_module(package).__all__, package
+
+
+def test_the_face_check_finds_a_private_and_a_bypass() -> None:
+    graph = grimp.ImportGraph()
+    for name in ("solver", "solver.wire", "solver.wire.codec", "solver.store", "solver.store._fs"):
+        graph.add_module(name)
+    graph.add_module("solver.records")
+    graph.add_import(
+        importer="solver.records",
+        imported="solver.store._fs",
+        line_number=1,
+        line_contents="from solver.store._fs import canonical_json",
+    )
+    graph.add_import(
+        importer="solver.records",
+        imported="solver.wire.codec",
+        line_number=2,
+        line_contents="from solver.wire.codec import encode_request",
+    )
+    graph.add_import(
+        importer="solver.store",
+        imported="solver.store._fs",
+        line_number=1,
+        line_contents="from solver.store._fs import canonical_json",
+    )
+    assert face_violations(graph) == [
+        "solver.records -> solver.store._fs (private to solver.store)",
+        "solver.records -> solver.wire.codec (not through solver.wire): "
+        "from solver.wire.codec import encode_request",
+    ]

@@ -10,12 +10,6 @@ import pickle
 import pytest
 
 from solver.errors import SolverError, StorageFull, exit_code_for
-from solver.llm.errors import (
-    ContextBelowFloor,
-    HTTPStatusError,
-    StreamProtocolError,
-    TransportError,
-)
 from solver.proxy._http1 import Http1Error
 from solver.proxy._parse import FrontError
 from solver.store.errors import (
@@ -26,6 +20,12 @@ from solver.store.errors import (
     NotARun,
     RunExists,
     UnsafeEntry,
+)
+from solver.wire.errors import (
+    ContextBelowFloor,
+    HTTPStatusError,
+    StreamProtocolError,
+    TransportError,
 )
 
 RAISED: list[SolverError] = [

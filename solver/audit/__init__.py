@@ -30,10 +30,16 @@ from solver.audit.prompts import check_prompts
 from solver.audit.record_checks import check_record_types, check_records
 from solver.audit.signatures import check_attestation, check_seals
 from solver.audit.store_checks import GENERIC_CHECKS, check_blobs
-from solver.store import RunReader, StoreError, UnsafeEntry, load_public_key
-from solver.store._fs import MAX_JOURNAL_BYTES, read_regular_or_empty
-from solver.store.attest import public_key_from_pem
-from solver.store.journal import scan_journal
+from solver.store import (
+    MAX_JOURNAL_BYTES,
+    RunReader,
+    StoreError,
+    UnsafeEntry,
+    load_public_key,
+    public_key_from_pem,
+    read_regular_or_empty,
+    scan_journal,
+)
 
 __all__ = [
     "AuditCheck",

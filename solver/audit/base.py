@@ -14,10 +14,7 @@ from typing import Any, Literal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict
 
-from solver.store import RunReader
-from solver.store.blobs import READ_CHUNK, hash_file
-from solver.store.journal import JournalScan, Record
-from solver.store.manifest import FORMATS
+from solver.store import FORMATS, READ_CHUNK, JournalScan, Record, RunReader, hash_file
 
 Status = Literal["pass", "warn", "fail"]
 

@@ -25,11 +25,6 @@ from typing import Any, cast
 from solver import roles
 from solver.audit.base import AuditContext, Check, Status, capped
 from solver.audit.records import digest_of, read_blob, records_of, row_about
-from solver.llm import (
-    decode_body,
-    decode_stream,
-    fold_events,
-)
 from solver.loop.contexts import ContextBuilder
 from solver.loop.policy import final_versions
 from solver.loop.state import CallState, RunState, reviews_of
@@ -37,6 +32,11 @@ from solver.problems import Problem
 from solver.records import parse_loop_record
 from solver.roles import reviser, rubric_writer, verifier
 from solver.store import BlobRef, Record, RunStore
+from solver.wire import (
+    decode_body,
+    decode_stream,
+    fold_events,
+)
 
 # Material from the organisers, or drafted from it: evaluation calls only, after the solve phase.
 REFERENCE_KINDS = ("reference_solution", "grading_guidelines", "marking_scheme")

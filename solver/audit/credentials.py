@@ -15,7 +15,7 @@ from typing import Any
 
 from solver._util.masking import unmasked_secret
 from solver.audit.base import AuditContext, Check, capped
-from solver.store.manifest import MASK, is_secret_key
+from solver.store import MASK, is_secret_key
 
 NAME = "credentials"
 

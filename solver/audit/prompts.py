@@ -17,9 +17,9 @@ import jinja2
 from solver import roles
 from solver.audit.base import AuditContext, Check, capped
 from solver.audit.records import digest_of, read_blob, records_of, row_about
-from solver.llm import Message, encode_request, request_from_params
-from solver.roles.templates import environment_from, render_template
+from solver.roles import environment_from, render_template
 from solver.store import Record
+from solver.wire import Message, encode_request, request_from_params
 
 
 def _messages_from(raw: bytes) -> tuple[Message, ...]:

@@ -11,10 +11,13 @@ from pydantic import BaseModel, ValidationError
 
 from solver.audit.base import AuditContext, Check, capped
 from solver.records import LOOP_RECORD_ADAPTER, LOOP_RECORD_TYPES, RECORD_VERSION
-from solver.store import canonical_json
-from solver.store.journal import Record
-from solver.store.manifest import TIME_PATTERN
-from solver.store.models import STORE_RECORD_TYPES, store_record_model
+from solver.store import (
+    STORE_RECORD_TYPES,
+    TIME_PATTERN,
+    Record,
+    canonical_json,
+    store_record_model,
+)
 
 
 def _store_schema_problem(record: Record, format_version: int) -> str | None:

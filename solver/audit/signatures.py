@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from solver.audit.base import AuditContext, Check, capped, relative
-from solver.store.attest import (
+from solver.store import (
     PAYLOAD_INTOTO,
     PAYLOAD_SEAL,
     STATEMENT_TYPE,
     SignatureInvalid,
+    hash_file,
     key_id,
     key_ids,
     parse_envelope,
     verify_envelope,
 )
-from solver.store.blobs import hash_file
 
 # Records the store writes on its own before any seal: they carry nothing of the run.
 _BOOKKEEPING = frozenset({"run.created", "recovery.tail_truncated"})

@@ -8,10 +8,7 @@ from typing import Any
 
 from solver._util.terminal import one_line
 from solver.audit.base import AuditCheck, AuditContext, Check, capped, relative
-from solver.store import iter_blob_refs
-from solver.store.blobs import hash_file
-from solver.store.journal import Record
-from solver.store.run import FINAL_NAME
+from solver.store import FINAL_NAME, Record, hash_file, iter_blob_refs
 
 
 def check_manifest(ctx: AuditContext) -> list[Check]:

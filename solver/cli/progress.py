@@ -26,7 +26,7 @@ from solver.config import Settings
 from solver.loop.policy import PolicyConfig
 from solver.loop.state import CallState, RunState
 from solver.records import Decision
-from solver.report.search import SearchView, search_view
+from solver.report import SearchView, search_view
 from solver.run import policy_config
 
 # Seconds between two `call.progress` lines of one call: a 256k-token stream must not become

@@ -40,7 +40,7 @@ from solver.loop.grading import AGGREGATIONS, aggregate
 from solver.loop.policy import GIVEN, given_comparisons, rival_lineage
 from solver.loop.state import BLOCKING_SEVERITIES, RunState, review_calls
 from solver.problems import Problem, read_checked_text
-from solver.roles.facts import ReviewFacts, SelectionFacts, VerificationFacts
+from solver.roles import ReviewFacts, SelectionFacts, VerificationFacts
 from solver.run import read_state
 from solver.store import write_atomic
 

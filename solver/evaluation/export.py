@@ -32,7 +32,7 @@ from solver.errors import InputError, NotFound, RunCorrupt
 from solver.evaluation.evaluate import EVAL_FILE
 from solver.loop.state import RunState
 from solver.problems import Problem, read_checked_text
-from solver.report.search import policy_of_run, search_view
+from solver.report import policy_of_run, search_view
 from solver.run import read_manifest, read_state
 from solver.store import parse_digest, write_atomic
 

@@ -1,47 +1,50 @@
-"""Transport to model endpoints: canonical requests and stream events, one codec per protocol.
+"""The client side of the transport: :class:`ModelClient` (HTTP on httpx, the allow-list,
+retries, deadlines), the server-info probe and the retry policy that runs it.
 
+What goes over the wire (events, codecs, errors, the values a client takes) lives in the
+pure :mod:`solver.wire`; this face re-exports it for callers that already take the client.
 The public surface is re-exported here; implementation modules are not part of it.
 """
 
-from solver.llm._watchdog import Watchdog
+from solver.llm._policy import host_port
 from solver.llm.client import ModelClient
-from solver.llm.codec import (
+from solver.llm.probe import estimate_prompt_tokens, parse_server_info
+from solver.wire import (
     PATHS,
-    StreamDecoder,
-    decode_body,
-    decode_stream,
-    encode_request,
-    request_from_params,
-    request_params,
-)
-from solver.llm.errors import (
+    RUNAWAY_WHITESPACE,
+    Api,
+    AttemptEnd,
+    AttemptObserver,
+    AttemptStart,
+    Completion,
+    Connection,
     ContextBelowFloor,
     ContextLengthExceeded,
     DeadlineExceeded,
+    Deadlines,
+    Endpoint,
     EndpointUnreachable,
+    Finish,
+    FinishReason,
     FirstByteTimeout,
+    Folder,
     HostNotAllowed,
     HTTPStatusError,
     IdleTimeout,
-    ProbeTimeout,
-    StreamProtocolError,
-    TotalTimeout,
-    TransportError,
-    UnsupportedRequest,
-)
-from solver.llm.events import (
-    Api,
-    Completion,
-    Finish,
-    FinishReason,
     ImagePart,
     Message,
     Part,
+    ProbeTimeout,
     ReasoningDelta,
     ReasoningSignature,
     Request,
+    ResponseSink,
+    RetryPolicy,
+    ServerInfo,
+    StreamDecoder,
     StreamError,
     StreamEvent,
+    StreamProtocolError,
     TextDelta,
     TextPart,
     ThinkingPart,
@@ -50,24 +53,24 @@ from solver.llm.events import (
     ToolCallPart,
     ToolResultPart,
     ToolSpec,
+    TotalTimeout,
+    TransportError,
+    UnsupportedRequest,
     Usage,
+    Watchdog,
+    decode_body,
+    decode_stream,
+    encode_request,
+    fold_events,
+    redact,
+    request_from_params,
+    request_headers,
+    request_params,
+    retry_after_seconds,
+    retryable_status,
+    split_orphan_think,
+    thinking_budget_blocker,
 )
-from solver.llm.fold import Folder, fold_events, split_orphan_think
-from solver.llm.normalize import RUNAWAY_WHITESPACE
-from solver.llm.probe import estimate_prompt_tokens, parse_server_info
-from solver.llm.thinking import thinking_budget_blocker
-from solver.llm.types import (
-    AttemptEnd,
-    AttemptObserver,
-    AttemptStart,
-    Connection,
-    Deadlines,
-    Endpoint,
-    ResponseSink,
-    RetryPolicy,
-    ServerInfo,
-)
-from solver.llm.upstream import redact, request_headers, retry_after_seconds, retryable_status
 
 __all__ = [
     "PATHS",
@@ -124,6 +127,7 @@ __all__ = [
     "encode_request",
     "estimate_prompt_tokens",
     "fold_events",
+    "host_port",
     "parse_server_info",
     "redact",
     "request_from_params",

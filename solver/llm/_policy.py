@@ -17,14 +17,16 @@ from tenacity import (
 )
 from tenacity.stop import stop_base
 
-from solver.llm.errors import (
+from solver.wire import (
     ContextLengthExceeded,
     HostNotAllowed,
     HTTPStatusError,
+    RetryPolicy,
     TransportError,
+    redact,
+    retry_after_seconds,
+    retryable_status,
 )
-from solver.llm.types import RetryPolicy
-from solver.llm.upstream import redact, retry_after_seconds, retryable_status
 
 __all__ = ["AllowList", "Wait", "host_port", "retry_after_seconds", "retrying", "status_error"]
 

@@ -24,53 +24,51 @@ import httpx
 from solver._util.ids import uuid7 as new_request_id
 from solver.llm import _policy
 from solver.llm._policy import AllowList, host_port, status_error
-from solver.llm._watchdog import Watchdog
-from solver.llm.codec import PATHS, StreamDecoder, encode_request, starts_body
-from solver.llm.errors import (
-    ContextBelowFloor,
-    ContextLengthExceeded,
-    EndpointUnreachable,
-    FirstByteTimeout,
-    HTTPStatusError,
-    IdleTimeout,
-    ProbeTimeout,
-    StreamProtocolError,
-    TotalTimeout,
-    TransportError,
-)
-from solver.llm.events import (
-    Completion,
-    ReasoningDelta,
-    Request,
-    TextDelta,
-    ToolCallDelta,
-)
-from solver.llm.fold import Folder
 from solver.llm.probe import (
     custom_logit_processor_enabled,
     estimate_prompt_tokens,
     parse_server_info,
     prompt_tokens_from_error,
 )
-from solver.llm.sampling import one_sampling_knob
-from solver.llm.thinking import (
+from solver.wire import (
+    PATHS,
+    AttemptEnd,
+    AttemptObserver,
+    AttemptStart,
+    Completion,
+    Connection,
+    ContextBelowFloor,
+    ContextLengthExceeded,
+    Deadlines,
+    Endpoint,
+    EndpointUnreachable,
+    FirstByteTimeout,
+    Folder,
+    HTTPStatusError,
+    IdleTimeout,
+    ProbeTimeout,
+    ReasoningDelta,
+    Request,
+    ResponseSink,
+    RetryPolicy,
+    ServerInfo,
+    StreamDecoder,
+    StreamProtocolError,
+    TextDelta,
+    ToolCallDelta,
+    TotalTimeout,
+    TransportError,
+    Watchdog,
+    encode_request,
+    one_sampling_knob,
+    redact,
     refusal_names_processor,
+    request_headers,
+    starts_body,
     thinking_budget_blocker,
     with_thinking_budget,
     without_thinking_budget,
 )
-from solver.llm.types import (
-    AttemptEnd,
-    AttemptObserver,
-    AttemptStart,
-    Connection,
-    Deadlines,
-    Endpoint,
-    ResponseSink,
-    RetryPolicy,
-    ServerInfo,
-)
-from solver.llm.upstream import redact, request_headers
 
 __all__ = ["ModelClient"]
 

@@ -12,15 +12,15 @@ from typing import Any
 
 import orjson
 
-from solver.llm.events import (
+from solver.wire import (
     ImagePart,
     Request,
+    ServerInfo,
     TextPart,
     ThinkingPart,
     ToolCallPart,
     ToolResultPart,
 )
-from solver.llm.types import ServerInfo
 
 __all__ = [
     "custom_logit_processor_enabled",

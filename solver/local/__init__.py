@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from solver.local import model
 from solver.local.build import (
     SERVER_BINARY_ENV,
     BuildToolsMissing,
@@ -32,6 +33,7 @@ __all__ = [
     "find_gguf",
     "find_server",
     "is_running",
+    "model",
     "required_tools",
     "start_server",
     "stop_server",

@@ -20,7 +20,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from solver import roles
-from solver.llm import Completion
 from solver.loop.policy import pair_of, selection_pool
 from solver.loop.state import (
     PRODUCER_ROLES,
@@ -44,6 +43,7 @@ from solver.records import (
 )
 from solver.roles import grader, reviewer, reviser, rubric_writer, selector, verifier
 from solver.store import BlobRef, RunStore
+from solver.wire import Completion
 
 # A cautious bytes-per-token ratio for budget estimates (English and LaTeX run nearer four).
 BYTES_PER_TOKEN = 3

@@ -30,9 +30,6 @@ from solver.llm import (
     decode_stream,
     fold_events,
 )
-from solver.llm.errors import EndpointUnreachable, HTTPStatusError, TransportError
-from solver.llm.events import Role
-from solver.llm.thinking import fitted_budget
 from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder, tokens_estimate
 from solver.loop.policy import PolicyConfig, RunEnd, decide
@@ -49,6 +46,7 @@ from solver.records import (
     Decision,
     LlmAbandoned,
 )
+from solver.wire import EndpointUnreachable, HTTPStatusError, Role, TransportError, fitted_budget
 
 
 @dataclass(frozen=True)

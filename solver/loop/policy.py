@@ -47,8 +47,7 @@ from solver.records import (
     SelectionFacts,
     VerificationFacts,
 )
-from solver.roles.reviser import UNREVIEWED
-from solver.roles.verifier import CHECK as VERIFIER_CHECK
+from solver.roles import UNREVIEWED, VERIFIER_CHECK
 
 # Names of the evaluation phase (solver.loop.grading) that callers still import from here.
 __all__ = ["evaluation_calls", "evaluation_score", "graded_score"]

@@ -7,18 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from solver._util.masking import mask_url
-from solver.llm import (
-    AttemptEnd,
-    AttemptStart,
-    Connection,
-    ReasoningDelta,
-    StreamEvent,
-    TextDelta,
-    request_params,
-)
-from solver.llm import (
-    Usage as TransportUsage,
-)
 from solver.loop.contexts import tokens_estimate
 from solver.loop.state import CallState, RunState
 from solver.records import (
@@ -32,6 +20,18 @@ from solver.records import (
     Usage,
 )
 from solver.store import BlobWriter, RunStore
+from solver.wire import (
+    AttemptEnd,
+    AttemptStart,
+    Connection,
+    ReasoningDelta,
+    StreamEvent,
+    TextDelta,
+    request_params,
+)
+from solver.wire import (
+    Usage as TransportUsage,
+)
 
 
 class RunProgress(Protocol):

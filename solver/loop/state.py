@@ -39,8 +39,7 @@ from solver.records import (
     Usage,
     VerificationFacts,
 )
-from solver.roles import verifier
-from solver.roles.verifier import ProofFinding
+from solver.roles import ProofFinding, verifier
 
 CallStatus = Literal["planned", "completed", "failed", "cancelled"]
 

@@ -1,5 +1,5 @@
 """Protocol proxy: Claude Code (Anthropic Messages), Codex (OpenAI Responses) and Chat
-Completions tools on any of those upstreams, through the canonical events of ``solver.llm``.
+Completions tools on any of those upstreams, through the canonical events of ``solver.wire``.
 
 Public API::
 

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from solver.errors import ProxyConfigError
-from solver.llm.codec import encode_request
+from solver.wire import encode_request
 
 from ._config import ProxyConfig, is_loopback
 from ._exchange import Exchange, started_at

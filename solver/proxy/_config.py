@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from solver.errors import ProxyConfigError, UnknownProvider
-from solver.llm.events import Api
+from solver.wire import Api
 
 APIS: tuple[Api, ...] = ("chat", "responses", "anthropic")
 DEFAULT_PORT = 8788

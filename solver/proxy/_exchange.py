@@ -13,7 +13,7 @@ Liveness, all always on (case codes: docs/stream-cases.md):
 - a client disconnect closes the upstream response at once, freeing the model's slot (E40);
 - failover to the next provider happens only while no model output reached the client.
 
-The upstream deadlines of an attempt are the model client's :class:`solver.llm.Watchdog` (one
+The upstream deadlines of an attempt are the model client's :class:`solver.wire.Watchdog` (one
 timer that re-arms itself; the per-chunk path costs a float store); a heartbeat task per
 streamed request opens the stream and sends the keepalives.
 """
@@ -28,8 +28,8 @@ from typing import Any
 
 from starlette.types import Receive, Send
 
-from solver.llm import Deadlines as AttemptDeadlines
-from solver.llm import (
+from solver.wire import Deadlines as AttemptDeadlines
+from solver.wire import (
     ReasoningSignature,
     StreamDecoder,
     StreamEvent,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from solver.llm.events import Usage
+from solver.wire import Usage
 
 from ._parse import FrontRequest
 from ._turn import Block, TurnEnd, TurnFailure, TurnSink

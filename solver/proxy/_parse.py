@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 import orjson
 
 from solver.errors import InputError
-from solver.llm.events import ImagePart, Message, Part, Request, TextPart, ToolSpec
+from solver.wire import ImagePart, Message, Part, Request, TextPart, ToolSpec
 
 # A front that omits a token limit still gets a generous one: GLM reasoning spends thousands of
 # tokens before the answer, and servers default to ~4k (E23).

@@ -17,7 +17,7 @@ import hashlib
 import json
 from dataclasses import replace
 
-from solver.llm.events import Message, Part, Request, ThinkingPart, ToolCallPart
+from solver.wire import Message, Part, Request, ThinkingPart, ToolCallPart
 
 BRIDGE_PREFIX = "olys-bridge-v1:"
 ENVELOPE_PREFIX = "olys-sig-v1."

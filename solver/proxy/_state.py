@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from solver.errors import ProxyConfigError
-from solver.llm import redact
+from solver.wire import redact
 
 from ._config import Provider, ProxyConfig
 from ._metrics import Metrics

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from solver.llm.events import Api, Message, Part, Request, TextPart
+from solver.wire import Api, Message, Part, Request, TextPart
 
 MID_SYSTEM_BETA = "mid-conversation-system-2026-04-07"
 

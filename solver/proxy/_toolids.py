@@ -11,7 +11,7 @@ import binascii
 import re
 from dataclasses import replace
 
-from solver.llm.events import Message, Part, Request, ToolCallPart, ToolResultPart
+from solver.wire import Message, Part, Request, ToolCallPart, ToolResultPart
 
 PREFIX = "olyt_"
 _SAFE = re.compile(r"[A-Za-z0-9_-]+")

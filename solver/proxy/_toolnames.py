@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from solver.llm.events import Message, Request, StreamEvent, ToolCallDelta, ToolCallPart
+from solver.wire import Message, Request, StreamEvent, ToolCallDelta, ToolCallPart
 
 LIMIT = 64
 

@@ -1,7 +1,7 @@
 """Canonical stream events -> one strictly sequential sequence of output blocks.
 
 Every front emitter (Anthropic, Responses, Chat) renders the same block sequence. The events
-come from :class:`solver.llm.StreamDecoder`, whose normaliser already guarantees one terminal
+come from :class:`solver.wire.StreamDecoder`, whose normaliser already guarantees one terminal
 event, last (a sticky finish, usage before it, E01-E10), the ``stop``/``tool_calls`` repairs
 (b3, E32), the reasoning promotion (E22), abort and error finishes as errors (E19) and the
 whitespace runaway (E33); those rules are not applied twice. What is left is what only the
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol, cast
 
-from solver.llm import (
+from solver.wire import (
     Finish,
     ReasoningDelta,
     ReasoningSignature,

@@ -13,7 +13,7 @@ from dataclasses import replace
 import httpx
 import orjson
 
-from solver.llm import (
+from solver.wire import (
     PATHS,
     Request,
     UnsupportedRequest,
@@ -137,7 +137,7 @@ def _message_of(body: bytes) -> str:
 
 async def status_failure(response: Http1Response, provider: Provider) -> TurnFailure:
     """A non-2xx upstream answer as a failure; what may succeed elsewhere is the client's
-    rule (:func:`solver.llm.retryable_status`)."""
+    rule (:func:`solver.wire.retryable_status`)."""
     try:
         body = await response.aread(_ERROR_BODY_LIMIT)
     except Http1Error:

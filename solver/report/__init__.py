@@ -7,7 +7,7 @@ from solver.report.latex import tex_to_html
 from solver.report.load import DEFAULT_MAX_CHARS, load_report
 from solver.report.markdown import render_markdown
 from solver.report.model import CallView
-from solver.report.search import SearchView, VersionSearch, load_search, search_view
+from solver.report.search import SearchView, VersionSearch, load_search, policy_of_run, search_view
 from solver.report.timeline import OTHER_LANE, Bar, lanes, stack, timeline_svg, token_points
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "lanes",
     "load_report",
     "load_search",
+    "policy_of_run",
     "render_html",
     "render_markdown",
     "search_view",

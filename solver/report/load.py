@@ -49,8 +49,7 @@ from solver.report.model import (
     lineage_children,
 )
 from solver.run import read_manifest, run_condition, typed_record, wall_seconds
-from solver.store import RunReader
-from solver.store.errors import StoreError
+from solver.store import RunReader, StoreError
 
 DEFAULT_MAX_CHARS = 200_000
 

@@ -26,7 +26,7 @@ from solver.loop.policy import (
     verification_outcome,
 )
 from solver.loop.state import CallState, RunState, verification_calls
-from solver.roles.verifier import CHECK
+from solver.roles import VERIFIER_CHECK as CHECK
 from solver.run import policy_config, read_manifest, read_state
 
 __all__ = ["SearchView", "VersionSearch", "load_search", "policy_of_run", "search_view"]

@@ -35,41 +35,77 @@ from solver.roles.base import (
     label_index,
     proof_label,
 )
+from solver.roles.facts import (
+    FACTS_ADAPTER,
+    Facts,
+    GradeFacts,
+    NoFacts,
+    NotUsedFacts,
+    ProofFacts,
+    ReviewFacts,
+    SelectionFacts,
+    VerificationFacts,
+)
 from solver.roles.proof import ProofParts, extract_proof, strip_thinking
+from solver.roles.reviser import UNREVIEWED
 from solver.roles.templates import (
+    environment_from,
     referenced_templates,
     render_template,
     template_digests,
     template_names,
     template_source,
 )
+from solver.roles.verifier import CHECK as VERIFIER_CHECK
+from solver.roles.verifier import ProofFinding
 
 __all__ = [
+    "FACTS_ADAPTER",
     "FORBIDDEN_EVERYWHERE",
     "INPUT_KINDS",
     "ISOLATION_POLICY",
     "POLICY_KEYS",
     "ROLE_NAMES",
+    "UNREVIEWED",
+    "VERIFIER_CHECK",
+    "Facts",
+    "GradeFacts",
     "InputKind",
     "Kind",
+    "NoFacts",
+    "NotUsedFacts",
+    "ProofFacts",
+    "ProofFinding",
     "ProofParts",
+    "ReviewFacts",
     "RoleInputs",
     "RoleOutput",
     "RoleSpec",
+    "SelectionFacts",
+    "VerificationFacts",
     "check_isolation",
+    "environment_from",
     "extract_proof",
+    "generator",
     "get_role",
+    "grader",
     "input_kinds",
     "isolation_policy_record",
     "label_index",
     "message_role",
     "proof_label",
     "render",
+    "render_template",
+    "reviewer",
+    "reviser",
+    "rubric_writer",
+    "selector",
     "strip_thinking",
     "template_digests",
     "template_names",
     "template_source",
     "templates_for",
+    "verifier",
 ]
 
 ROLE_NAMES: tuple[str, ...] = (

@@ -5,7 +5,7 @@ thinking budget the server will not take, and a ``max_tokens`` above the served 
 from __future__ import annotations
 
 from solver.config import CHECKER, ROLE_NAMES, Settings
-from solver.llm import Api, ServerInfo, thinking_budget_blocker
+from solver.wire import Api, ServerInfo, thinking_budget_blocker
 
 
 def endpoint_notes(settings: Settings, info: ServerInfo, api: Api) -> list[str]:

@@ -15,7 +15,6 @@ from solver._util.masking import mask_argv, mask_url
 from solver.config import ResolvedSettings, Settings
 from solver.errors import RunCorrupt
 from solver.identity import code_identity
-from solver.llm import Endpoint
 from solver.problems import Problem
 from solver.records import (
     MANIFEST_FORMAT,
@@ -29,7 +28,8 @@ from solver.records import (
     ManifestRoleEndpoint,
     ManifestRoles,
 )
-from solver.roles.templates import template_source
+from solver.roles import template_source
+from solver.wire import Endpoint
 
 
 def build_manifest(

@@ -13,12 +13,10 @@ from solver._util.masking import MASK, mask_url
 from solver.config import CHECKER, Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged
-from solver.llm import Endpoint
 from solver.records import Manifest, ManifestEndpoint
 from solver.run.manifest import read_manifest
-from solver.store import RunReader, StoreError
-from solver.store.attest import key_ids, load_private_key
-from solver.store.run import ATTESTATION_NAME
+from solver.store import ATTESTATION_NAME, RunReader, StoreError, key_ids, load_private_key
+from solver.wire import Endpoint
 
 if TYPE_CHECKING:
     from solver.loop.state import RunState

@@ -40,8 +40,8 @@ from typing import Any
 import httpx
 
 from solver.errors import ConfigError, EndpointUnavailable, InputError
-from solver.llm.thinking import budget_fields
 from solver.serve.stream import StreamResult, chat_url, stream_chat
+from solver.wire import budget_fields
 
 BUILTIN_PROMPTS = (
     "Prove that there are infinitely many primes, then give two different proofs of it.",

@@ -2,9 +2,36 @@
 signed seals and an attestation. Knows nothing of the loop; see docs/format.md."""
 
 from solver._util.clock import record_time as utc_now
-from solver.store._fs import canonical_json, read_regular, write_atomic
-from solver.store.attest import generate_key_pair, load_public_key, pae
-from solver.store.blobs import BlobRef, BlobWriter, iter_blob_refs, parse_digest
+from solver.store._fs import (
+    MAX_JOURNAL_BYTES,
+    canonical_json,
+    read_regular,
+    read_regular_or_empty,
+    write_atomic,
+)
+from solver.store.attest import (
+    PAYLOAD_INTOTO,
+    PAYLOAD_SEAL,
+    STATEMENT_TYPE,
+    SignatureInvalid,
+    generate_key_pair,
+    key_id,
+    key_ids,
+    load_private_key,
+    load_public_key,
+    pae,
+    parse_envelope,
+    public_key_from_pem,
+    verify_envelope,
+)
+from solver.store.blobs import (
+    READ_CHUNK,
+    BlobRef,
+    BlobWriter,
+    hash_file,
+    iter_blob_refs,
+    parse_digest,
+)
 from solver.store.errors import (
     BlobCorrupt,
     BlobMissing,
@@ -16,38 +43,61 @@ from solver.store.errors import (
     StoreError,
     UnsafeEntry,
 )
-from solver.store.journal import Record
-from solver.store.manifest import FORMAT
-from solver.store.models import STORE_RECORD_TYPES, store_record_models
+from solver.store.journal import JournalScan, Record, scan_journal
+from solver.store.manifest import FORMAT, FORMATS, MASK, TIME_PATTERN, is_secret_key
+from solver.store.models import STORE_RECORD_TYPES, store_record_model, store_record_models
 from solver.store.reader import RunReader
-from solver.store.run import RunStore, holds_only_create_leftovers
+from solver.store.run import ATTESTATION_NAME, FINAL_NAME, RunStore, holds_only_create_leftovers
 
 __all__ = [
+    "ATTESTATION_NAME",
+    "FINAL_NAME",
     "FORMAT",
+    "FORMATS",
+    "MASK",
+    "MAX_JOURNAL_BYTES",
+    "PAYLOAD_INTOTO",
+    "PAYLOAD_SEAL",
+    "READ_CHUNK",
+    "STATEMENT_TYPE",
     "STORE_RECORD_TYPES",
+    "TIME_PATTERN",
     "BlobCorrupt",
     "BlobMissing",
     "BlobRef",
     "BlobWriter",
     "CorruptionError",
+    "JournalScan",
     "LockHeld",
     "NotARun",
     "Record",
     "RunExists",
     "RunReader",
     "RunStore",
+    "SignatureInvalid",
     "StorageFull",
     "StoreError",
     "UnsafeEntry",
     "canonical_json",
     "generate_key_pair",
+    "hash_file",
     "holds_only_create_leftovers",
+    "is_secret_key",
     "iter_blob_refs",
+    "key_id",
+    "key_ids",
+    "load_private_key",
     "load_public_key",
     "pae",
     "parse_digest",
+    "parse_envelope",
+    "public_key_from_pem",
     "read_regular",
+    "read_regular_or_empty",
+    "scan_journal",
+    "store_record_model",
     "store_record_models",
     "utc_now",
+    "verify_envelope",
     "write_atomic",
 ]

@@ -59,9 +59,9 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from solver.llm.thinking import BUDGET_FIELDS
 from solver.testing.fake_endpoint import RecordedRequest, Reply
 from solver.testing.roles import role_of
+from solver.wire import BUDGET_FIELDS
 
 __all__ = ["LabModel", "ProblemParams", "ProofState", "RoleParams", "lab_role"]
 

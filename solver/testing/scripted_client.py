@@ -36,12 +36,11 @@ from solver.llm import (
     Request,
     ServerInfo,
     Usage,
+    host_port,
 )
-from solver.llm._policy import host_port
-from solver.llm.codec import StreamDecoder, encode_request
-from solver.llm.fold import Folder
 from solver.testing import fake_wire as wire
 from solver.testing.fake_endpoint import RecordedRequest, Reply, Responder
+from solver.wire import Folder, StreamDecoder, encode_request
 
 __all__ = ["Pacer", "ScriptedClient"]
 

@@ -22,8 +22,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from solver.llm import Usage
 from solver.testing.fake_endpoint import RecordedRequest, Reply
+from solver.wire import Usage
 
 __all__ = ["GpuModel", "VirtualGpu"]
 

@@ -97,7 +97,7 @@ def _argv(ctx: Ctx) -> None:
 
 @case("fragment-of-key", "3", "key echoed cut short", "every 8+ character fragment masked")
 def _fragment(ctx: Ctx) -> None:
-    from solver.llm.errors import redact
+    from solver.wire.errors import redact
 
     key = "sk-live-0123456789abcdef"
     for echoed in (key[:-3], key[4:], key[5:17], f"x{key[:8]}y"):

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from solver.llm.events import Api, Usage
+from solver.wire.events import Api, Usage
 
 
 def sse(*objects: Any, done: bool = True) -> bytes:

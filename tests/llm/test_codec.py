@@ -153,7 +153,7 @@ def test_anthropic_refuses_non_json_tool_arguments() -> None:
 
 
 def test_the_matched_stop_string_is_kept_on_the_finish_event() -> None:
-    from solver.llm.events import Finish
+    from solver.wire.events import Finish
 
     def finish_of(api: str, chunks: list[bytes]) -> Finish:
         found = [e for e in decode_stream(api, chunks) if isinstance(e, Finish)]
@@ -189,8 +189,8 @@ FINISH = b'data: {"choices":[{"delta":{},"finish_reason":"stop"}]}\n\ndata: [DON
 
 
 def test_an_event_past_the_limit_ends_the_stream_and_nothing_more_is_held() -> None:
-    from solver.llm.codec import StreamDecoder
-    from solver.llm.events import StreamError
+    from solver.wire.codec import StreamDecoder
+    from solver.wire.events import StreamError
 
     decoder = StreamDecoder("chat", max_event_bytes=1000)
     assert [type(e).__name__ for e in decoder.feed(CHUNK % b"ok")] == ["TextDelta"]
@@ -206,7 +206,7 @@ def test_an_event_past_the_limit_ends_the_stream_and_nothing_more_is_held() -> N
 
 
 def test_events_up_to_the_limit_decode_whole() -> None:
-    from solver.llm.codec import StreamDecoder
+    from solver.wire.codec import StreamDecoder
 
     decoder = StreamDecoder("chat", max_event_bytes=1000)
     wire = CHUNK % (b"a" * 900) + FINISH
@@ -220,7 +220,7 @@ def test_events_up_to_the_limit_decode_whole() -> None:
 
 
 def test_garbage_after_a_finished_stream_is_not_an_error() -> None:
-    from solver.llm.codec import StreamDecoder
+    from solver.wire.codec import StreamDecoder
 
     decoder = StreamDecoder("chat", max_event_bytes=1000)
     events = decoder.feed(CHUNK % b"done" + FINISH)
@@ -232,7 +232,7 @@ def test_garbage_after_a_finished_stream_is_not_an_error() -> None:
 
 
 def test_the_default_limit_takes_a_16_mb_event_and_refuses_one_held_past_32_mib() -> None:
-    from solver.llm.codec import MAX_EVENT_BYTES, StreamDecoder
+    from solver.wire.codec import MAX_EVENT_BYTES, StreamDecoder
 
     assert MAX_EVENT_BYTES == 32 * 1024 * 1024
 

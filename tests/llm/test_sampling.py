@@ -126,7 +126,7 @@ def test_a_max_tokens_above_the_served_context_is_said_once(tmp_path: Path) -> N
 
 
 def test_anthropic_gets_temperature_alone_when_both_are_set() -> None:
-    from solver.llm.sampling import one_sampling_knob
+    from solver.wire.sampling import one_sampling_knob
 
     request = Request(
         model="m", messages=(Message.text("user", "x"),), max_tokens=8, temperature=1.0, top_p=0.95

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.llm.sse import SSEDecoder
+from solver.wire.sse import SSEDecoder
 
 WIRE = (
     b": keep-alive\n\n"

@@ -26,7 +26,9 @@ from solver.llm import (
     request_from_params,
     request_params,
 )
-from solver.llm.thinking import (
+from solver.run.endpoint_notes import endpoint_notes
+from solver.testing.fake_sglang import FakeSGLang
+from solver.wire.thinking import (
     ANSWER_ROOM,
     PROCESSOR_BASE,
     fitted_budget,
@@ -35,8 +37,6 @@ from solver.llm.thinking import (
     thinking_budget_blocker,
     with_thinking_budget,
 )
-from solver.run.endpoint_notes import endpoint_notes
-from solver.testing.fake_sglang import FakeSGLang
 from tests.llm.recorder import Recorder
 
 

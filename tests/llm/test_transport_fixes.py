@@ -385,7 +385,7 @@ def _complete_with(url: str, recorder: Recorder, **client: Any) -> Completion:
 
 
 def test_an_event_that_never_ends_fails_the_attempt_without_waiting_for_more() -> None:
-    from solver.llm.codec import MAX_EVENT_BYTES
+    from solver.wire.codec import MAX_EVENT_BYTES
 
     # an event past the limit, no blank line ever, and the connection left open
     endless = b"data: " + b'{"choices":[{"delta":{"content":"' + b"x" * (MAX_EVENT_BYTES + 1)

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 import httpx
 import pytest
 
-from solver.llm.codec import MAX_EVENT_BYTES
 from solver.proxy import Provider, ProxyConfig, ProxyServer
 from solver.testing.fake_endpoint import Reply
+from solver.wire.codec import MAX_EVENT_BYTES
 from tests.llm.test_transport_fixes import RawServer, http
 from tests.proxy.helpers import FRONTS, ask, proxied
 from tests.proxy.test_liveness import ERRORS, _protocol_error

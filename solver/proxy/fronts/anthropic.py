@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from solver.llm.events import (
+from solver.wire import (
     ImagePart,
     Message,
     Part,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from solver.llm.events import (
+from solver.wire import (
     Message,
     Part,
     Request,

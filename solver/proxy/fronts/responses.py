@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from solver.llm.events import (
+from solver.wire import (
     Message,
     Part,
     Request,

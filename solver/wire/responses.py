@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from solver.llm.errors import UnsupportedRequest
-from solver.llm.events import (
+from solver.wire.errors import UnsupportedRequest
+from solver.wire.events import (
     ImagePart,
     Message,
     Request,
@@ -25,7 +25,7 @@ from solver.llm.events import (
     ToolResultPart,
     Usage,
 )
-from solver.llm.normalize import EventBuilder, as_int
+from solver.wire.normalize import EventBuilder, as_int
 
 __all__ = ["ResponsesDecoder", "encode_responses", "usage_from_responses"]
 

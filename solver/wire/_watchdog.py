@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from solver.llm.types import Deadlines
+from solver.wire.types import Deadlines
 
 __all__ = ["Watchdog"]
 

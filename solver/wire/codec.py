@@ -12,12 +12,12 @@ from typing import Any
 
 import orjson
 
-from solver.llm.anthropic import AnthropicDecoder, encode_anthropic
-from solver.llm.chat import ChatDecoder, encode_chat
-from solver.llm.events import Api, Message, Request, StreamError, StreamEvent, ToolSpec
-from solver.llm.normalize import SHAPE_ERRORS, EventBuilder
-from solver.llm.responses import ResponsesDecoder, encode_responses
-from solver.llm.sse import SSEDecoder
+from solver.wire.anthropic import AnthropicDecoder, encode_anthropic
+from solver.wire.chat import ChatDecoder, encode_chat
+from solver.wire.events import Api, Message, Request, StreamError, StreamEvent, ToolSpec
+from solver.wire.normalize import SHAPE_ERRORS, EventBuilder
+from solver.wire.responses import ResponsesDecoder, encode_responses
+from solver.wire.sse import SSEDecoder
 
 __all__ = [
     "MAX_EVENT_BYTES",

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from solver.llm.errors import UnsupportedRequest
-from solver.llm.events import (
+from solver.wire.errors import UnsupportedRequest
+from solver.wire.events import (
     ImagePart,
     Message,
     Request,
@@ -24,7 +24,7 @@ from solver.llm.events import (
     ToolResultPart,
     Usage,
 )
-from solver.llm.normalize import EventBuilder
+from solver.wire.normalize import EventBuilder
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicDecoder", "encode_anthropic"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from solver.llm.events import (
+from solver.wire.events import (
     ImagePart,
     Message,
     Request,
@@ -24,7 +24,7 @@ from solver.llm.events import (
     ToolResultPart,
     Usage,
 )
-from solver.llm.normalize import EventBuilder, as_int
+from solver.wire.normalize import EventBuilder, as_int
 
 __all__ = ["ChatDecoder", "encode_chat", "usage_from_chat"]
 

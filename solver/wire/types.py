@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from solver.llm.events import Api, FinishReason, Request, StreamEvent, Usage
+from solver.wire.events import Api, FinishReason, Request, StreamEvent, Usage
 
 __all__ = [
     "AttemptEnd",

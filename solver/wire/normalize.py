@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from solver.llm.events import (
+from solver.wire.events import (
     Finish,
     FinishReason,
     ReasoningDelta,
@@ -36,7 +36,7 @@ from solver.llm.events import (
     ToolCallDelta,
     Usage,
 )
-from solver.llm.sse import loads_payload
+from solver.wire.sse import loads_payload
 
 __all__ = ["SHAPE_ERRORS", "EventBuilder", "as_int", "map_finish_reason"]
 

@@ -13,7 +13,7 @@ from email.utils import parsedate_to_datetime
 
 from solver._util.masking import mask_urls_in
 from solver._util.masking import redact as redact_fragments
-from solver.llm.events import Api
+from solver.wire.events import Api
 
 __all__ = ["redact", "request_headers", "retry_after_seconds", "retryable_status"]
 

@@ -18,7 +18,7 @@
     ├── HostNotAllowed                   a request or connection outside the allow-list
     └── UnsupportedRequest               the request uses a feature the protocol cannot carry
 
-Messages never contain API keys: :func:`solver.llm.upstream.redact` is applied to every text
+Messages never contain API keys: :func:`solver.wire.upstream.redact` is applied to every text
 that came from the network before it is put into an error. The tree joins the project's
 (:mod:`solver.errors`): ``TransportError`` is a ``SolverError`` and ``EndpointUnreachable`` an
 ``EndpointUnavailable``.
@@ -27,7 +27,7 @@ that came from the network before it is put into an error. The tree joins the pr
 from __future__ import annotations
 
 from solver.errors import EndpointUnavailable, SolverError
-from solver.llm.upstream import redact
+from solver.wire.upstream import redact
 
 __all__ = [
     "ContextBelowFloor",
@@ -48,7 +48,7 @@ __all__ = [
 
 
 class TransportError(SolverError):
-    """Base of every error raised by :mod:`solver.llm`."""
+    """Base of every error the model transport raises (:mod:`solver.llm`, the codecs)."""
 
     retryable: bool = False
     kind: str = "transport"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from solver.llm.events import Api, Request
+from solver.wire.events import Api, Request
 
 __all__ = ["one_sampling_knob"]
 

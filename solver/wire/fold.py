@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import orjson
 
-from solver.llm.events import (
+from solver.wire.events import (
     Completion,
     Finish,
     FinishReason,

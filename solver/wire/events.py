@@ -98,11 +98,11 @@ class Request:
     as llama.cpp's ``cache_prompt``); it is part of the recorded request like everything else.
     ``thinking_budget`` is what the caller asks for (reasoning tokens before the answer); the
     client turns it into the server's own fields in ``extra`` where the server takes them
-    (:mod:`solver.llm.thinking`) and drops it where it does not, so it never reaches a body
+    (:mod:`solver.wire.thinking`) and drops it where it does not, so it never reaches a body
     by itself. ``min_tokens`` is the fewest output tokens the call may be capped to where the
     served context is short: below it the client does not send the call
-    (:class:`~solver.llm.errors.ContextBelowFloor`). It is the client's own bound, never
-    sent nor recorded (:func:`~solver.llm.codec.request_params` leaves it out); 1 lets any
+    (:class:`~solver.wire.errors.ContextBelowFloor`). It is the client's own bound, never
+    sent nor recorded (:func:`~solver.wire.codec.request_params` leaves it out); 1 lets any
     cap start the call.
     """
 

@@ -22,8 +22,8 @@ import struct
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from solver.llm.events import Api, Request
-from solver.llm.types import ServerInfo
+from solver.wire.events import Api, Request
+from solver.wire.types import ServerInfo
 
 __all__ = [
     "ANSWER_ROOM",
