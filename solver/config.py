@@ -213,6 +213,10 @@ class Timeouts(_Section):
     first_byte_s: float = Field(default=1800.0, gt=0)
     idle_s: float = Field(default=600.0, gt=0)
     total_s: float | None = Field(default=None, gt=0)
+    # The check of the endpoint before a run is made (solve, eval): each of its requests
+    # may take this long. 0: no check; the run then waits for the endpoint as
+    # retry.endpoint_wait_s says (a server still loading its weights).
+    preflight_s: float = Field(default=5.0, ge=0)
 
 
 class Retry(_Section):
@@ -257,6 +261,9 @@ class Settings(_Section):
     api: ApiName = "chat"
     model: str | None = None
     api_key: SecretStr | None = None
+    # The model's context in tokens, for a server that does not say it in /v1/models (or
+    # llama.cpp's /props): a statement that leaves no room for an answer is refused.
+    context_length: int | None = Field(default=None, ge=1)
     roles: dict[str, RoleSettings] = Field(default_factory=_default_roles)
     candidates: int = Field(default=4, ge=1, le=256)
     concurrency: int = Field(default=20, ge=1, le=1024)  # candidates x K: one full round

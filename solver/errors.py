@@ -5,6 +5,7 @@
     SolverError                     exit 1   anything unexpected but understood
     ├── InputError                  exit 2   bad problem file, set, flag or argument
     │   └── ConfigError             exit 2   bad configuration (names the key and the file)
+    │       ├── EndpointRefuses     exit 2   mid-run: the server refused call after call alike
     │       └── ProxyConfigError    exit 2   the same, of the protocol proxy
     │           └── UnknownProvider exit 6   no provider of that name (also a NotFound)
     ├── EndpointUnavailable         exit 3   the model endpoint stayed unreachable
@@ -71,6 +72,11 @@ class InputError(SolverError):
 
 class ConfigError(InputError):
     pass
+
+
+class EndpointRefuses(ConfigError):
+    """Mid-run, calls in a row were refused the same way (a 4xx, a prompt the context
+    cannot hold): the configuration does not fit the server. The run is kept, resumable."""
 
 
 class ProxyConfigError(ConfigError):

@@ -27,6 +27,7 @@ from solver.evaluation import (
     calibration_header,
     calibration_report,
     collect_proofs,
+    default_out_dir,
     drive_jobs,
     eval_settings,
     load_graded,
@@ -40,6 +41,7 @@ from solver.evaluation import (
     write_set_results,
 )
 from solver.problems import load_problem_set
+from solver.run import preflight
 
 
 def _corr(value: float | None) -> str:
@@ -330,11 +332,13 @@ def run(
         grading__reconcile=reconcile,
         grading__scale=scale,
     )
+    # the endpoint is checked before any run of the set is made
+    run_interruptibly(lambda: preflight(resolved.settings, problem_set.problems))
     plan = plan_set(
         set_path,
         list(problem_set.problems),
         runs,
-        out_dir or Path("evals") / set_path.stem,
+        out_dir or default_out_dir(set_path),
         resolved,
     )
     _emit(
@@ -409,7 +413,7 @@ def calibrate(
         grading__given_verifications=verifications,
         grading__given_comparisons=comparisons,
     )
-    out = out_dir or Path("evals") / f"calibrate-{file.stem}"
+    out = out_dir or default_out_dir(file, "calibrate-")
     plan = plan_calibration(file, items, out, resolved.settings)
     jobs = list(plan.jobs)
     pairs = sum(len(job.rival_proofs) for job in jobs)

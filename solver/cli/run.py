@@ -28,6 +28,7 @@ from solver.problems import load_problem
 from solver.run import (
     RunOutcome,
     policy_config,
+    preflight,
     read_manifest,
     resume_run,
     run_status,
@@ -203,6 +204,9 @@ def solve(
         ),
     )
     evaluation = not blind and bool(problem.reference_solution or problem.grading_guidelines)
+    # settings the policy cannot take, then the endpoint: both before the run is written
+    policy_config(resolved.settings, evaluation=evaluation, material=False)
+    run_interruptibly(lambda: preflight(resolved.settings, [problem]))
     holder: list[ProgressBase] = []
 
     def created(path: Path) -> None:

@@ -44,6 +44,7 @@ from solver.evaluation.scores import (
     summarise,
 )
 from solver.evaluation.set_run import (
+    default_out_dir,
     grading_line,
     plan_counts,
     plan_set,
@@ -70,6 +71,7 @@ __all__ = [
     "calibration_markdown",
     "calibration_report",
     "collect_proofs",
+    "default_out_dir",
     "drive_jobs",
     "eval_settings",
     "file_digest",

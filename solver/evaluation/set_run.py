@@ -3,6 +3,7 @@ directory, scored when they have finished, and written up as results files."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,14 @@ def plan_counts(jobs: Sequence[Job]) -> tuple[int, int, int]:
     done = sum(looks_finished(j.run_dir) for j in jobs)
     started = sum((j.run_dir / "MANIFEST.json").is_file() for j in jobs) - done
     return done, started, len(jobs) - done - started
+
+
+def default_out_dir(set_path: Path, prefix: str = "") -> Path:
+    """Where a set's evaluation goes unless ``--out`` says: ``evals/<stem>-<digest>``, the
+    digest of the set's absolute path, so two sets of one name (``problems.json`` in two
+    folders) never share a folder, and the same set comes back to its own."""
+    where = str(set_path.expanduser().absolute()).encode("utf-8", "surrogateescape")
+    return Path("evals") / f"{prefix}{set_path.stem}-{hashlib.sha256(where).hexdigest()[:8]}"
 
 
 def plan_set(

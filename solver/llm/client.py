@@ -32,6 +32,7 @@ from solver.llm.probe import (
 )
 from solver.wire import (
     PATHS,
+    Api,
     AttemptEnd,
     AttemptObserver,
     AttemptStart,
@@ -51,6 +52,7 @@ from solver.wire import (
     Request,
     ResponseSink,
     RetryPolicy,
+    RouteAnswer,
     ServerInfo,
     StreamDecoder,
     StreamProtocolError,
@@ -242,6 +244,35 @@ class ModelClient:
         self._probed = True
         return info
 
+    async def route_answer(self, api: Api | None = None) -> RouteAnswer:
+        """POST an empty JSON object to the protocol's path (``api``: another protocol's, to
+        learn which one a server speaks). Nothing is generated: a server that serves the path
+        refuses the body (400 or 422), one that does not answers 404 or 405. Bounded as the
+        probe is; connect failures raise :class:`EndpointUnreachable`."""
+        client = self._client()
+        url = self.endpoint.url_for(PATHS[api or self.endpoint.api])
+        headers = self._headers(new_request_id(), stream=False)
+        budget = self._probe_budget()
+        timeout = httpx.Timeout(
+            connect=self.deadlines.connect, read=budget, write=budget, pool=budget
+        )
+        try:
+            async with asyncio.timeout(self._probe_bound()):
+                response = await client.post(url, headers=headers, content=b"{}", timeout=timeout)
+                body = response.content[:ERROR_BODY_LIMIT]
+        except (httpx.TimeoutException, TimeoutError):
+            raise ProbeTimeout(f"POST {url} got no answer within {budget:g} s", url=url) from None
+        except httpx.TransportError as exc:
+            raise EndpointUnreachable(
+                self._redact(f"cannot reach {url}: {exc!r}"), url=url
+            ) from None
+        return RouteAnswer(
+            url=url,
+            status=response.status_code,
+            content_type=response.headers.get("content-type", ""),
+            body=self._redacted_body(body),
+        )
+
     def _probe_budget(self) -> float:
         """Read budget of one probe request: never longer than the call's own deadlines."""
         limits = self.deadlines
@@ -312,7 +343,9 @@ class ModelClient:
             prompt, counted_by = await self._prompt_tokens(request), "counted"
         else:
             prompt, counted_by = estimate_prompt_tokens(request), "estimated"
-        cap = max(1, info.context_length - prompt)
+        # not clamped to 1: a prompt that fills the context leaves no room, and one token of
+        # room is no answer either; the floor check below refuses both
+        cap = info.context_length - prompt
         if request.max_tokens <= cap:
             return request, None
         self._check_floor(request, prompt, counted_by, info.context_length, cap)
@@ -323,7 +356,7 @@ class ModelClient:
     ) -> None:
         """Raise :class:`ContextBelowFloor` when ``cap``, the context's bound on the call's
         output, is below the call's floor: capped so low it could only be cut off."""
-        if cap < request.min_tokens:
+        if cap < max(request.min_tokens, 1):
             raise ContextBelowFloor(
                 prompt_tokens=prompt,
                 counted_by=counted_by,

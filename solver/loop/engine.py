@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from solver.errors import EndpointUnavailable
+from solver._util.terminal import one_line
+from solver.errors import EndpointRefuses, EndpointUnavailable
 from solver.llm import (
     Api,
     Completion,
@@ -46,7 +47,16 @@ from solver.records import (
     Decision,
     LlmAbandoned,
 )
-from solver.wire import EndpointUnreachable, HTTPStatusError, Role, TransportError, fitted_budget
+from solver.wire import (
+    ContextBelowFloor,
+    ContextLengthExceeded,
+    EndpointUnreachable,
+    HTTPStatusError,
+    Role,
+    TransportError,
+    UnsupportedRequest,
+    fitted_budget,
+)
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,9 @@ class Engine:
         # calls started together cannot overrun the token budget between them.
         self._promised: dict[str, int] = {}
         self._observers: dict[str, CallObserver] = {}
+        # The refusal the last calls failed with, and how many in a row since a call
+        # completed: a server refusing every call the same way is misconfigured.
+        self._refusal: tuple[str, int] | None = None
 
     async def run(self) -> RunEnd:
         """Drive the run to its finish. Cancelling this coroutine cancels every call in
@@ -355,6 +368,7 @@ class Engine:
             async with self._endpoint_back:
                 await wait_for_endpoint(route.client, self.endpoint_wait_s)
         self._complete(call, completion)
+        self._refusal = None
         self.progress.call_finished(call)
 
     def _fail(self, call: CallState, exc: TransportError) -> None:
@@ -367,6 +381,25 @@ class Engine:
             )
         )
         self.progress.call_finished(call)
+        self._count_refusal(exc)
+
+    def _count_refusal(self, exc: TransportError) -> None:
+        """End the session when :data:`REFUSALS_IN_A_ROW` calls in a row were refused the
+        same way (the same HTTP 4xx, a request the protocol cannot carry, a prompt that
+        leaves no room in the context) with none completed between: every call would be,
+        and a search of failed calls would end as an honest-looking "unsolved"."""
+        sign = refusal_sign(exc)
+        if sign is None:
+            self._refusal = None
+            return
+        seen = self._refusal[1] + 1 if self._refusal and self._refusal[0] == sign else 1
+        self._refusal = (sign, seen)
+        if seen >= REFUSALS_IN_A_ROW:
+            raise EndpointRefuses(
+                f"{seen} calls in a row were refused the same way, so every call would be: "
+                f"{one_line(str(exc), 300)}; {refusal_fix(exc)} (the run is kept: "
+                "`solver resume` continues it once that is fixed)"
+            )
 
     def _complete(self, call: CallState, completion: Completion) -> None:
         result = self.contexts.interpret(call, completion)
@@ -404,6 +437,35 @@ def _provisional(planned: CallPlanned) -> CallState:
         target=planned.target,
         evaluation=planned.evaluation,
     )
+
+
+# Calls refused the same way in a row before the session ends (see Engine._count_refusal).
+# Three: more than one variant of a role, and more than one role's prompt, have been tried.
+REFUSALS_IN_A_ROW = 3
+
+
+def refusal_sign(exc: TransportError) -> str | None:
+    """What a refusal that would repeat on every call is (None: not one): a 4xx answer
+    other than the retryable ones, a prompt the context cannot hold, a request the
+    protocol cannot carry."""
+    if isinstance(exc, ContextBelowFloor | ContextLengthExceeded):
+        return "context"
+    if isinstance(exc, UnsupportedRequest):
+        return "unsupported"
+    if isinstance(exc, HTTPStatusError) and 400 <= exc.status < 500 and not exc.retryable:
+        return f"http {exc.status}"
+    return None
+
+
+def refusal_fix(exc: TransportError) -> str:
+    """The likely fix of a refusal, named for the person who can make it."""
+    if isinstance(exc, ContextBelowFloor | ContextLengthExceeded):
+        return "the prompts do not fit the model's context: serve it with a longer one"
+    if isinstance(exc, HTTPStatusError) and exc.status in (401, 403):
+        return "the server refuses the API key: check SOLVER_API_KEY"
+    if isinstance(exc, HTTPStatusError) and exc.status in (404, 405):
+        return "the server has no such path or model: check --api, --endpoint and --model"
+    return "check --api, --model and the roles' settings against what the server takes"
 
 
 def _endpoint_down(exc: TransportError) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
+from solver.run.preflight import preflight
 from solver.run.session import (
     ProgressFactory,
     RunOutcome,
@@ -26,6 +27,7 @@ __all__ = [
     "manifest_blobs",
     "open_run",
     "policy_config",
+    "preflight",
     "read_manifest",
     "read_state",
     "resolve_endpoint",

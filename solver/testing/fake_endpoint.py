@@ -42,7 +42,7 @@ API::
     class FakeEndpoint:   # context manager
         def __init__(self, responder: Responder | list[Reply], *, served_model="glm-fake",
                      context_length: int | None = 131072, port: int = 0,
-                     owned_by: str = "fake")
+                     owned_by: str = "fake", apis=("chat", "responses", "anthropic"))
         url: str                       # "http://127.0.0.1:PORT"
         requests: list[RecordedRequest]
         errors: list[str]              # unexpected requests (script exhausted, bad JSON)
@@ -206,7 +206,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         api = _API_BY_PATH.get(path)
         headers = {k.lower(): v for k, v in self.headers.items()}
-        if api is None:
+        if api is None or api not in fake.apis:
             self._send_json(404, {"error": {"message": f"no route {path}", "code": 404}})
             return
         try:
@@ -216,6 +216,12 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as exc:
             fake._record_error(f"{path}: bad JSON body: {exc}")
             self._send_json(400, wire.chat_error(f"bad JSON body: {exc}", 400))
+            return
+        required = "input" if api == "responses" else "messages"
+        if required not in parsed:
+            # as a real server refuses it (the solver's preflight posts an empty object):
+            # not a request of the script
+            self._send_json(400, wire.chat_error(f"field required: {required}", 400))
             return
         request = RecordedRequest(api=api, path=path, headers=headers, body=body, json=parsed)
         reply = fake._reply_for(request)
@@ -337,9 +343,13 @@ class FakeEndpoint:
         context_length: int | None = 131072,
         port: int = 0,
         owned_by: str = "fake",
+        apis: tuple[str, ...] = ("chat", "responses", "anthropic"),
     ) -> None:
         """``owned_by``: what the models list names as the server ("sglang": a client then
-        sends a thinking budget in SGLang's fields, which the responder may honour)."""
+        sends a thinking budget in SGLang's fields, which the responder may honour).
+        ``apis``: the protocols served; another's path answers 404, as a server of one
+        protocol answers."""
+        self.apis = apis
         self.served_model = served_model
         self.owned_by = owned_by
         self.context_length = context_length

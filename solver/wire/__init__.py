@@ -82,6 +82,7 @@ from solver.wire.types import (
     Endpoint,
     ResponseSink,
     RetryPolicy,
+    RouteAnswer,
     ServerInfo,
 )
 from solver.wire.upstream import redact, request_headers, retry_after_seconds, retryable_status
@@ -119,6 +120,7 @@ __all__ = [
     "ResponseSink",
     "RetryPolicy",
     "Role",
+    "RouteAnswer",
     "ServerInfo",
     "StreamDecoder",
     "StreamError",

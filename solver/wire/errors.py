@@ -120,8 +120,8 @@ class ContextBelowFloor(TransportError):
     ) -> None:
         message = (
             f"not sent: a prompt of {prompt_tokens} tokens ({counted_by}) in a context of "
-            f"{context_length} tokens leaves a cap of {cap} output tokens, below the call's "
-            f"floor of {floor} (min_tokens)"
+            f"{context_length} tokens leaves a cap of {max(cap, 0)} output tokens, below the "
+            f"call's floor of {floor} (min_tokens)"
         )
         super().__init__(message, url=url)
         self.prompt_tokens = prompt_tokens

@@ -18,6 +18,7 @@ __all__ = [
     "Endpoint",
     "ResponseSink",
     "RetryPolicy",
+    "RouteAnswer",
     "ServerInfo",
 ]
 
@@ -97,6 +98,17 @@ class ServerInfo:
     url: str
     server: str | None = None
     custom_logit_processor: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAnswer:
+    """How a server answered an empty request on a protocol's path (see
+    :meth:`ModelClient.route_answer`); ``body`` is at most 64 KiB of it, keys redacted."""
+
+    url: str
+    status: int
+    content_type: str
+    body: bytes
 
 
 @dataclass(frozen=True, slots=True)
