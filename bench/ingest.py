@@ -41,6 +41,7 @@ from solver.llm import (  # noqa: E402
     Message,
     ModelClient,
     Request,
+    RetryNotice,
     StreamEvent,
 )
 from solver.store.blobs import BlobStore, BlobWriter  # noqa: E402
@@ -182,6 +183,9 @@ class DiskObserver:
 
     def on_event(self, event: StreamEvent) -> None:
         self.events += 1
+
+    def retry_scheduled(self, notice: RetryNotice) -> None:
+        raise RuntimeError(f"benchmark stream retried: {notice.error_kind} {notice.message}")
 
 
 async def run_sdk(url: str, concurrency: int, rounds: int) -> None:

@@ -318,6 +318,9 @@ class _Quiet:
     def streamed(self, call_id: str, chars: int) -> None:
         pass
 
+    def retrying(self, call_id: str, notice: Any) -> None:
+        pass
+
     def decided(self, decision: Any) -> None:
         pass
 

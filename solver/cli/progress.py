@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from solver.config import Settings
+from solver.llm import RetryNotice
 from solver.loop.policy import PolicyConfig
 from solver.loop.state import CallState, RunState
 from solver.records import Decision
@@ -42,6 +43,8 @@ class _Streaming:
     chars: int = 0
     deltas: int = 0  # stream deltas: one token each on SGLang, vLLM and llama.cpp
     reported: float = 0.0  # when the last call.progress line went out
+    retry: RetryNotice | None = None  # the attempt that failed, while its retry waits
+    retry_at: float = 0.0  # when the retry was announced
 
     def elapsed(self, now: float) -> float:
         return max(now - self.started, 1e-3)
@@ -95,9 +98,29 @@ class ProgressBase(ABC):
         self.streaming.pop(call.call_id, None)
         self.refresh({"event": "call.finished", "call": call.call_id, "status": call.status})
 
+    def retrying(self, call_id: str, notice: RetryNotice) -> None:
+        entry = self.streaming.get(call_id)
+        if entry is not None:
+            entry.retry, entry.retry_at = notice, self.clock()
+        self.refresh(
+            {
+                "event": "call.retrying",
+                "call": call_id,
+                "candidate": entry.candidate if entry else None,
+                "role": entry.role if entry else None,
+                "failed_attempt": notice.failed_attempt,
+                "next_attempt": notice.failed_attempt + 1,
+                "max_attempts": notice.max_attempts,
+                "wait_s": round(notice.wait_s, 1),
+                "error_kind": notice.error_kind,
+                "error": notice.message,
+            }
+        )
+
     def streamed(self, call_id: str, chars: int) -> None:
         entry = self.streaming.get(call_id)
         if entry is not None:
+            entry.retry = None  # the next attempt is streaming
             entry.chars += chars
             entry.deltas += 1
             self.tick()
@@ -200,7 +223,25 @@ class LiveProgress(ProgressBase):
         self.live.update(self._table())
 
     def _table(self) -> Group:
-        return Group(*self._status_lines(), self._candidates())
+        return Group(*self._status_lines(), self._candidates(), *self._other_calls())
+
+    def _other_calls(self) -> list[Text]:
+        """Calls in flight that belong to no candidate (the selector choosing among the
+        accepted proofs, graders of the final proof): a line each under the table."""
+        now = self.clock()
+        lineages = set(self.state.lineages)
+        lines = []
+        for call in self.state.in_flight():
+            if call.lineage in lineages:
+                continue
+            entry = self.streaming.get(call.call_id)
+            what = f"in flight: {call.role} ({call.phase})"
+            if entry is not None:
+                what += f", {entry.deltas} tokens, {_duration(entry.elapsed(now))}"
+                if entry.retry is not None:
+                    what += f", {retry_text(entry.retry, entry.retry_at, now)}"
+            lines.append(Text(what, overflow="fold"))
+        return lines
 
     def _status_lines(self) -> list[Text]:
         """The run's totals above the table, packed into lines of the console's width. Off a
@@ -208,7 +249,9 @@ class LiveProgress(ProgressBase):
         left:" at the end of a line and its values on the next; here a part is never split
         from its label (a part wider than the console folds)."""
         t = self.totals()
-        left = ", ".join(f"{k} {v}" for k, v in t.budget_left.items() if v is not None)
+        left = ", ".join(
+            f"{BUDGET_LABELS.get(k, k)} {v}" for k, v in t.budget_left.items() if v is not None
+        )
         # "budget left: none" read as "used up" when no budget had been set at all
         parts = [
             f"phase {t.phase}",
@@ -252,14 +295,18 @@ class LiveProgress(ProgressBase):
             tokens = spent.get(lineage.lineage, 0) + sum(e.deltas for e in entries)
             rate = sum(e.rate(now) for e in entries)
             running = max((e.elapsed(now) for e in entries), default=None)
+            doing = sorted(
+                {
+                    f"{c.role} {retry_text(e.retry, e.retry_at, now)}"
+                    if (e := self.streaming.get(c.call_id)) is not None and e.retry is not None
+                    else c.role
+                    for c in flight
+                }
+            )
             state = (
                 "accepted"
                 if lineage.accepted_version is not None
-                else (
-                    "abandoned"
-                    if lineage.abandoned
-                    else ", ".join(sorted({c.role for c in flight}))
-                )
+                else ("abandoned" if lineage.abandoned else ", ".join(doing))
             )
             here = search.of(lineage.lineage, version)
             best = search.best_of(lineage.lineage)
@@ -275,6 +322,21 @@ class LiveProgress(ProgressBase):
                 "-" if running is None else _duration(running),
             )
         return table
+
+
+# How the view names each budget: the calls budget (budget.calls, --max-calls) counts the
+# calls of the search only; grading and selection after it are not counted.
+BUDGET_LABELS = {"wall_s": "wall_s", "tokens": "tokens", "calls": "search calls"}
+
+
+def retry_text(notice: RetryNotice, announced: float, now: float) -> str:
+    """``retry 2 of 6 in 4 s (http_status: HTTP 503 ...)``: what failed, and when the next
+    attempt goes."""
+    left = max(notice.wait_s - (now - announced), 0.0)
+    return (
+        f"retry {notice.failed_attempt + 1} of {notice.max_attempts} in {left:.0f} s "
+        f"({notice.error_kind}: {notice.message[:80]})"
+    )
 
 
 def pack(parts: list[str], width: int, sep: str = " | ") -> list[str]:

@@ -33,6 +33,7 @@ from typing import Any
 from solver.config import ResolvedSettings, Settings, resolve_settings
 from solver.errors import InputError, SolverError, exit_code_for
 from solver.evaluation.scores import RunStatus
+from solver.llm import RetryNotice
 from solver.loop.capacity import SharedCapacity
 from solver.loop.engine import RunProgress
 from solver.loop.state import CallState, RunState
@@ -58,6 +59,9 @@ class QuietProgress:
         pass
 
     def streamed(self, call_id: str, chars: int) -> None:
+        pass
+
+    def retrying(self, call_id: str, notice: RetryNotice) -> None:
         pass
 
     def decided(self, decision: Decision) -> None:

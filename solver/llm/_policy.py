@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -21,6 +22,7 @@ from solver.wire import (
     ContextLengthExceeded,
     HostNotAllowed,
     HTTPStatusError,
+    RetryNotice,
     RetryPolicy,
     TransportError,
     redact,
@@ -109,14 +111,34 @@ def status_error(
     )
 
 
-def retrying(policy: RetryPolicy) -> AsyncRetrying:
-    """Tenacity loop for one call: retry what says it is retryable, within the policy."""
+def retrying(
+    policy: RetryPolicy, on_retry: Callable[[RetryNotice], None] | None = None
+) -> AsyncRetrying:
+    """Tenacity loop for one call: retry what says it is retryable, within the policy.
+    ``on_retry`` hears of each retry before its wait: what failed, and when it is tried again."""
     stop: stop_base = stop_after_attempt(policy.max_attempts)
     if policy.give_up_after is not None:
         stop = stop | stop_after_delay(policy.give_up_after)
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if on_retry is None or not isinstance(error, TransportError):
+            return
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        on_retry(
+            RetryNotice(
+                failed_attempt=state.attempt_number,
+                max_attempts=policy.max_attempts,
+                wait_s=float(wait),
+                error_kind=error.kind,
+                message=error.message[:300],
+            )
+        )
+
     return AsyncRetrying(
         stop=stop,
         wait=Wait(policy),
         retry=retry_if_exception(lambda e: isinstance(e, TransportError) and e.retryable),
+        before_sleep=before_sleep,
         reraise=True,
     )

@@ -289,7 +289,7 @@ class ModelClient:
         """Run ``request`` to a :class:`Completion`, retrying per policy; raises a
         :class:`TransportError` subclass when it gives up."""
         effective, cap = await self._outgoing(request, observer)
-        retrying = _policy.retrying(self.retry)
+        retrying = _policy.retrying(self.retry, observer.retry_scheduled)
         recapped = False
         async for attempt in retrying:
             with attempt:

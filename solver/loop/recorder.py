@@ -25,6 +25,7 @@ from solver.wire import (
     AttemptStart,
     Connection,
     ReasoningDelta,
+    RetryNotice,
     StreamEvent,
     TextDelta,
     request_params,
@@ -38,6 +39,7 @@ class RunProgress(Protocol):
     def call_started(self, call: CallState) -> None: ...
     def call_finished(self, call: CallState) -> None: ...
     def streamed(self, call_id: str, chars: int) -> None: ...
+    def retrying(self, call_id: str, notice: RetryNotice) -> None: ...
     def decided(self, decision: Decision) -> None: ...
 
 
@@ -162,6 +164,9 @@ class CallObserver:
         if isinstance(event, TextDelta | ReasoningDelta):
             self.streamed_chars += len(event.text)
             self.progress.streamed(self.call_id, len(event.text))
+
+    def retry_scheduled(self, notice: RetryNotice) -> None:
+        self.progress.retrying(self.call_id, notice)
 
     def abort_open(self) -> None:
         for opened in self.open.values():

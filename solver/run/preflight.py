@@ -98,7 +98,8 @@ async def preflight_endpoint(endpoint: Endpoint, timeout: float, used_by: str) -
             raise ConfigError(await _no_protocol(c, endpoint, where, answer, timeout))
         if answer.status in (401, 403):
             raise ConfigError(_refused_key(where, answer.status, endpoint))
-    _check_model(endpoint, info, where)
+    setting = "--model (or SOLVER_MODEL)" if used_by == "the run" else f"{used_by}.model"
+    _check_model(endpoint, info, where, setting)
     return info
 
 
@@ -207,7 +208,7 @@ def _refused_key(where: str, status: int, endpoint: Endpoint) -> str:
     )
 
 
-def _check_model(endpoint: Endpoint, info: ServerInfo | None, where: str) -> None:
+def _check_model(endpoint: Endpoint, info: ServerInfo | None, where: str, setting: str) -> None:
     if info is None or not endpoint.model or not info.models:
         return
     if endpoint.model in info.models:
@@ -219,7 +220,7 @@ def _check_model(endpoint: Endpoint, info: ServerInfo | None, where: str) -> Non
     hint = f"did you mean {close[0]!r}? " if close else ""
     raise ConfigError(
         f"{where}: the model {endpoint.model!r} is not served there; it serves {served}; "
-        f"{hint}set --model (or SOLVER_MODEL), or leave it unset to use what is served"
+        f"{hint}set {setting}, or leave it unset to use what is served"
     )
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "Deadlines",
     "Endpoint",
     "ResponseSink",
+    "RetryNotice",
     "RetryPolicy",
     "RouteAnswer",
     "ServerInfo",
@@ -101,6 +102,18 @@ class ServerInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A call's attempt failed and will be tried again in ``wait_s`` seconds: attempt
+    ``failed_attempt + 1`` of ``max_attempts`` comes next."""
+
+    failed_attempt: int
+    max_attempts: int
+    wait_s: float
+    error_kind: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
 class RouteAnswer:
     """How a server answered an empty request on a protocol's path (see
     :meth:`ModelClient.route_answer`); ``body`` is at most 64 KiB of it, keys redacted."""
@@ -171,4 +184,9 @@ class AttemptObserver(Protocol):
 
     def on_event(self, event: StreamEvent) -> None:
         """Each canonical event as decoded (live progress); keep it cheap."""
+        ...
+
+    def retry_scheduled(self, notice: RetryNotice) -> None:
+        """An attempt failed and the call will try again after ``notice.wait_s`` (live
+        progress; the attempt itself was reported by :meth:`attempt_ended`)."""
         ...

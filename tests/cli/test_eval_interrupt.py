@@ -25,7 +25,10 @@ def test_an_interrupted_eval_says_to_run_the_same_eval_again(
     problem = {"id": "P1", "statement": "Prove that 1 + 1 = 2.", "reference_solution": "Count."}
     set_path = tmp_path / "set.jsonl"
     set_path.write_text(json.dumps(problem) + "\n")
+    config = tmp_path / "solver.toml"
+    config.write_text("[timeouts]\npreflight_s = 0\n")  # the endpoint is never reached
     args = [str(set_path), "--out", str(tmp_path / "out"), "--endpoint", "http://127.0.0.1:9/v1"]
+    args += ["--config", str(config)]
     result = CliRunner().invoke(eval_command.eval_group, args)
     assert result.exit_code == EXIT_INTERRUPTED, result.output
     assert "the same `solver eval` command" in result.stderr

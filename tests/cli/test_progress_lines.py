@@ -10,6 +10,7 @@ import re
 from rich.console import Console
 
 from solver.cli.progress import JsonProgress, LiveProgress, pack
+from solver.llm import RetryNotice
 from solver.loop.policy import PolicyConfig
 from solver.loop.state import CallState, LineageState, RunState, VersionState
 from solver.records import VerificationFacts
@@ -181,7 +182,7 @@ def test_off_a_terminal_no_label_is_left_without_its_value() -> None:
             live.refresh({"event": "tick"})
         text = screen.getvalue()
         flat = " ".join(line.strip() for line in text.splitlines())
-        assert re.search(r"budget left: wall_s 3588\.0, tokens 4000000, calls \d+", flat)
+        assert re.search(r"budget left: wall_s 3588\.0, tokens 4000000, search calls \d+", flat)
         for line in text.splitlines():
             assert not line.rstrip().endswith(("budget left:", "|")), (width, line)
         assert "budget left: wall_s" in text  # the label and its first value on one line
@@ -191,3 +192,59 @@ def test_pack_breaks_only_between_parts() -> None:
     assert pack(["a b", "c d", "e"], 7) == ["a b", "c d | e"]
     assert pack(["longer than the width"], 5) == ["longer than the width"]
     assert pack([], 10) == []
+
+
+NOTICE = RetryNotice(
+    failed_attempt=2, max_attempts=6, wait_s=8.0, error_kind="http_status", message="HTTP 503"
+)
+
+
+def test_a_retry_in_progress_is_a_json_event() -> None:
+    state, clock, out = _state(), Clock(), io.StringIO()
+    progress = JsonProgress(state, BUDGET, lambda: 0.0, clock=clock, out=out)
+    progress.call_started(state.calls["L0.v0.generate"])
+    progress.retrying("L0.v0.generate", NOTICE)
+    event = json.loads(out.getvalue().splitlines()[-1])
+    assert event["event"] == "call.retrying"
+    assert (event["candidate"], event["role"]) == ("L0", "generator")
+    assert (event["failed_attempt"], event["next_attempt"], event["max_attempts"]) == (2, 3, 6)
+    assert event["wait_s"] == 8.0 and event["error"] == "HTTP 503"
+
+
+def test_the_table_shows_a_retry_until_the_next_attempt_streams() -> None:
+    state, clock, screen = _state(), Clock(), io.StringIO()
+    console = Console(file=screen, width=200, force_terminal=False)
+    live = LiveProgress(state, BUDGET, lambda: 0.0, clock=clock, console=console)
+    live.call_started(state.calls["L0.v0.generate"])
+    live.retrying("L0.v0.generate", NOTICE)
+    clock.now += 3.0
+    console.print(live._table())
+    flat = " ".join(screen.getvalue().split())
+    assert "generator retry 3 of 6 in 5 s (http_status: HTTP 503)" in flat
+    live.streamed("L0.v0.generate", 4)
+    screen.truncate(0)
+    console.print(live._table())
+    assert "retry" not in screen.getvalue()
+
+
+def test_a_call_of_no_candidate_shows_under_the_table() -> None:
+    """The selector choosing among accepted proofs has no candidate row: it has a line."""
+    state, clock, screen = _state(), Clock(), io.StringIO()
+    state.calls["select"] = CallState(
+        call_id="select",
+        role="selector",
+        variant="default",
+        phase="select",
+        lineage=None,
+        version=None,
+        target=None,
+        evaluation=False,
+    )
+    console = Console(file=screen, width=160, force_terminal=False)
+    live = LiveProgress(state, BUDGET, lambda: 0.0, clock=clock, console=console)
+    with live:
+        live.call_started(state.calls["select"])
+        for _ in range(3):
+            live.streamed("select", 4)
+        clock.now += 14.0
+    assert "in flight: selector (select), 3 tokens, 14 s" in screen.getvalue()

@@ -79,7 +79,11 @@ def interrupted_run(tmp_path: Path) -> Path:
     """A run whose endpoint was down from the start: created, resumable, nothing solved."""
     (tmp_path / "p.md").write_text(PROBLEM)
     config = tmp_path / "solver.toml"
-    config.write_text(f'runs_dir = "{tmp_path / "runs"}"\n[retry]\nendpoint_wait_s = 0\n')
+    # no preflight: the run is made, and finds the endpoint down
+    config.write_text(
+        f'runs_dir = "{tmp_path / "runs"}"\n[retry]\nendpoint_wait_s = 0\n'
+        "[timeouts]\npreflight_s = 0\n"
+    )
     outcome = run_cli(
         [
             "solve",

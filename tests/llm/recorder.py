@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
-from solver.llm import AttemptEnd, AttemptStart, Connection, StreamEvent
+from solver.llm import AttemptEnd, AttemptStart, Connection, RetryNotice, StreamEvent
 
 
 @dataclass
@@ -15,6 +15,7 @@ class Recorder:
     sinks: list[io.BytesIO] = field(default_factory=list)
     connections: list[Connection] = field(default_factory=list)
     events: list[StreamEvent] = field(default_factory=list)
+    retries: list[RetryNotice] = field(default_factory=list)
 
     def attempt_started(self, start: AttemptStart) -> io.BytesIO:
         assert len(self.starts) == len(self.ends), "an attempt started before the last ended"
@@ -31,3 +32,6 @@ class Recorder:
 
     def on_event(self, event: StreamEvent) -> None:
         self.events.append(event)
+
+    def retry_scheduled(self, notice: RetryNotice) -> None:
+        self.retries.append(notice)

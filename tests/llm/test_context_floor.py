@@ -81,7 +81,8 @@ def test_a_prompt_filling_the_context_is_below_any_floor_above_one() -> None:
         with pytest.raises(ContextBelowFloor) as caught:
             complete(fake, request(min_tokens=2), prompt=700)
         assert fake.requests == []
-    assert caught.value.cap == 1
+    assert caught.value.cap == CONTEXT - 700  # no room at all, not a cap of one token
+    assert "leaves a cap of 0 output tokens" in str(caught.value)
 
 
 @pytest.mark.parametrize("floor", [1, 8, 10])
@@ -94,13 +95,12 @@ def test_at_or_above_the_floor_the_call_is_capped_as_before(floor: int) -> None:
     assert fake.requests[0].json["max_tokens"] == 10
 
 
-def test_the_default_floor_still_sends_a_prompt_that_fills_the_context() -> None:
-    # As before the floor: a cap of one token, and the server says whether it fits.
-    with FakeEndpoint([ANSWER], context_length=CONTEXT) as fake:
-        _, rec = complete(fake, request(), prompt=700)
-        fake.assert_consumed()
-    assert rec.starts[0].max_tokens_cap == 1
-    assert fake.requests[0].json["max_tokens"] == 1
+def test_the_default_floor_refuses_a_prompt_that_fills_the_context() -> None:
+    # Issue 41: it was sent with max_tokens 1, and a run made a search of one-token answers.
+    with FakeEndpoint([], context_length=CONTEXT) as fake:
+        with pytest.raises(ContextBelowFloor):
+            complete(fake, request(), prompt=700)
+        assert fake.requests == []
 
 
 def test_the_floor_bounds_only_a_cap_the_context_sets() -> None:

@@ -30,6 +30,9 @@ class QuietProgress:
     def streamed(self, call_id: str, chars: int) -> None:
         pass
 
+    def retrying(self, call_id: str, notice: Any) -> None:
+        self.events.append(f"retry {call_id} {notice.failed_attempt}/{notice.max_attempts}")
+
     def decided(self, decision: Any) -> None:
         self.events.append(f"decide {decision.kind}")
 

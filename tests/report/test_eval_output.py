@@ -40,7 +40,10 @@ def test_without_matplotlib_the_missing_chart_is_warned_and_recorded(
 def test_with_no_complete_run_no_zero_mean_is_printed(tmp_path: Path) -> None:
     set_path = write_set(tmp_path / "set.jsonl", PROBLEMS[:1])
     config = tmp_path / "solver.toml"
-    config.write_text("[retry]\nendpoint_wait_s = 0\nmax_attempts = 1\n")
+    # no preflight, so the run is made and fails
+    config.write_text(
+        "[retry]\nendpoint_wait_s = 0\nmax_attempts = 1\n[timeouts]\npreflight_s = 0\n"
+    )
     # Nothing listens on port 9 of 127.0.0.1: the one run fails at once.
     args = eval_args(set_path, tmp_path / "eval", "http://127.0.0.1:9", "--config", str(config))
     result = CliRunner().invoke(eval_group, args)

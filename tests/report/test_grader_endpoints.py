@@ -50,7 +50,7 @@ def evaluated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Reco
     tmp = tmp_path_factory.mktemp("families")
     set_path = write_set(tmp / "set.jsonl", SET)
     out = tmp / "eval"
-    with FakeEndpoint(family_a) as a, FakeEndpoint(family_b, served_model="family-b") as b:
+    with FakeEndpoint(family_a) as a, FakeEndpoint(family_b, served_model="judge-b") as b:
         config = tmp / "solver.toml"
         config.write_text(
             "[roles.grader]\n"
