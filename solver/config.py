@@ -302,6 +302,18 @@ class Settings(_Section):
         return data
 
 
+def default_of(dotted: str) -> Any:
+    """The built-in default of a key (``concurrency``, ``acceptance.verifications``): what
+    a flag's help names, so it and `solver config show` cannot disagree."""
+    model: type[BaseModel] = Settings
+    *sections, leaf = dotted.split(".")
+    for name in sections:
+        factory = model.model_fields[name].default_factory
+        assert factory is not None, dotted
+        model = type(factory())  # type: ignore[call-arg]
+    return model.model_fields[leaf].get_default(call_default_factory=True)
+
+
 @dataclass(frozen=True)
 class ResolvedSettings:
     settings: Settings

@@ -530,6 +530,10 @@ class RunResult(_ResultPart):
     wall_s: float = 0.0
     sessions: int = 0
     budget_exhausted: str | None = None
+    # why, for scripts (see solver.loop.finish.reason_code), and in words for people; absent
+    # from runs made before they were written
+    reason_code: str | None = None
+    explanation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=True)

@@ -12,8 +12,8 @@ from typing import Any
 import click
 
 from solver.cli.errors import reports_errors
-from solver.cli.run import run_interruptibly
-from solver.config import ResolvedSettings
+from solver.cli.run import MAX_CALLS_HELP, run_interruptibly
+from solver.config import ResolvedSettings, default_of
 from solver.errors import InputError, Interrupted
 from solver.evaluation import (
     EVAL_GRADERS,
@@ -89,7 +89,11 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
             show_default=True,
             help="Runs in progress at once.",
         ),
-        click.option("--concurrency", type=int, help="Model calls in flight per run (8)."),
+        click.option(
+            "--concurrency",
+            type=int,
+            help=f"Model calls in flight per run ({default_of('concurrency')}).",
+        ),
         click.option(
             "--out",
             "out_dir",
@@ -121,11 +125,13 @@ def _resolve(config_file: Path | None, **flags: Any) -> ResolvedSettings:
     return eval_settings(config_file, {k.replace("__", "."): v for k, v in flags.items()})
 
 
-def _emit(as_json: bool, event: dict[str, Any], text: str) -> None:
+def _emit(as_json: bool, event: dict[str, Any], text: str, *, result: bool = False) -> None:
+    """One event: a JSON line on stdout with ``--json``; else its text, on stderr for
+    progress and on stdout for a ``result`` (what a script reads: scores and files)."""
     if as_json:
         click.echo(json.dumps(event, sort_keys=True))
     else:
-        click.echo(text, err=True)
+        click.echo(text, err=not result)
 
 
 def _plan_line(jobs: Sequence[Job]) -> str:
@@ -248,6 +254,7 @@ def _set_finished(summary: EvalSummary, written: Written, runs: int, as_json: bo
                 f"results: {json_path}  {md_path}  {png_path or '(no chart)'}",
             ]
         ),
+        result=True,
     )
 
 
@@ -272,10 +279,23 @@ def eval_group() -> None:
     show_default=True,
     help="N: runs of every problem (mean and spread are over these).",
 )
-@click.option("--candidates", type=int, help="Lineages solving in parallel per run (4).")
-@click.option("--verifications", type=int, help="K: passing verifications to accept (5).")
-@click.option("--accept", "accepted_needed", type=int, help="A: accepted lineages to stop (2).")
-@click.option("--max-calls", type=int, help="Budget per run: model calls in the solve phase.")
+@click.option(
+    "--candidates",
+    type=int,
+    help=f"Lineages solving in parallel per run ({default_of('candidates')}).",
+)
+@click.option(
+    "--verifications",
+    type=int,
+    help=f"K: passing verifications to accept ({default_of('acceptance.verifications')}).",
+)
+@click.option(
+    "--accept",
+    "accepted_needed",
+    type=int,
+    help=f"A: accepted lineages to stop ({default_of('acceptance.accepted_needed')}).",
+)
+@click.option("--max-calls", type=int, help="Per run. " + MAX_CALLS_HELP)
 @click.option("--max-tokens", "max_total_tokens", type=int, help="Budget per run: tokens.")
 @click.option("--max-wall", type=float, help="Budget per run: wall-clock seconds.")
 @click.option("--map", "mapping", multiple=True, help="Column mapping FIELD=COLUMN for the set.")
@@ -449,6 +469,7 @@ def calibrate(
             "agreement": agreed.to_json() if agreed else None,
         },
         f"{text}\nresults: {json_path}  {md_path}",
+        result=True,
     )
     _exit_on_errors(results, as_json)
 

@@ -19,7 +19,7 @@ from solver._util.masking import mask_url, url_problem
 from solver._util.terminal import visible
 from solver.cli.errors import reports_errors
 from solver.cli.progress import JsonProgress, LiveProgress, ProgressBase
-from solver.config import ResolvedSettings, Settings, resolve_settings
+from solver.config import ResolvedSettings, Settings, default_of, resolve_settings
 from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
 from solver.loop.engine import RunProgress
 from solver.loop.policy import PolicyConfig
@@ -38,6 +38,12 @@ from solver.run import (
 from solver.store import RunReader
 
 T = TypeVar("T")
+
+# What the calls budget covers, said where it is set: the search's calls only.
+MAX_CALLS_HELP = (
+    "Budget: model calls of the search (generate, verify, review, revise); the grading and "
+    "selection after it are not counted."
+)
 
 
 def run_interruptibly(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -117,10 +123,9 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
         return
     r = outcome.result
     console = Console()
-    console.print(
-        f"[bold]outcome:[/bold] {escape(visible(str(r.outcome)))}  "
-        f"({escape(visible(str(r.reason)))})"
-    )
+    console.print(f"[bold]outcome:[/bold] {escape(visible(str(r.outcome)))}")
+    # the sentence for people; a run made before it was written has the policy's words only
+    console.print(escape(visible(str(r.explanation or r.reason))))
     if r.selected is not None:
         sel = r.selected
         console.print(
@@ -146,11 +151,28 @@ def _flags(**values: Any) -> dict[str, Any]:
 @click.option("--endpoint", help="Base URL of the model endpoint (…/v1).")
 @click.option("--model", help="Model name to request (default: what the endpoint serves).")
 @click.option("--api", type=click.Choice(["chat", "responses", "anthropic"]), help="Protocol.")
-@click.option("--candidates", type=int, help="Lineages solving in parallel (default 4).")
-@click.option("--concurrency", type=int, help="Model calls in flight at once (default 8).")
-@click.option("--verifications", type=int, help="K: passing verifications to accept (5).")
-@click.option("--accept", "accepted_needed", type=int, help="A: accepted lineages to stop (2).")
-@click.option("--max-calls", type=int, help="Budget: model calls in the solve phase.")
+@click.option(
+    "--candidates",
+    type=int,
+    help=f"Lineages solving in parallel (default {default_of('candidates')}).",
+)
+@click.option(
+    "--concurrency",
+    type=int,
+    help=f"Model calls in flight at once (default {default_of('concurrency')}).",
+)
+@click.option(
+    "--verifications",
+    type=int,
+    help=f"K: passing verifications to accept ({default_of('acceptance.verifications')}).",
+)
+@click.option(
+    "--accept",
+    "accepted_needed",
+    type=int,
+    help=f"A: accepted lineages to stop ({default_of('acceptance.accepted_needed')}).",
+)
+@click.option("--max-calls", type=int, help=MAX_CALLS_HELP)
 @click.option("--max-tokens", "max_total_tokens", type=int, help="Budget: tokens in total.")
 @click.option("--max-wall", type=float, help="Budget: wall-clock seconds.")
 @click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs go (runs/).")

@@ -268,8 +268,8 @@ def prepare_out(
             raise InputError(f"{path}: unreadable ({exc}); use another --out") from None
         if existing.get("kind") != kind or existing.get("input") != identity:
             raise InputError(
-                f"{out_dir}: holds an evaluation of other input "
-                f"({existing.get('input', {}).get('path')}); use another --out"
+                f"{out_dir}: holds an evaluation of {_other_input(existing)}, not of this "
+                "input; use another --out"
             )
         # A directory from before settings were recorded still names its G.
         before = existing.get("settings") or {
@@ -298,6 +298,22 @@ def prepare_out(
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True).encode() + b"\n")
     return names
+
+
+def _other_input(existing: dict[str, Any]) -> str:
+    """What an output folder's evaluation was of, in words: its set or file (as it was
+    named then) and the digest of its content; an evaluation of the same path whose file has
+    changed since reads as such."""
+    named = existing.get("set_path") or existing.get("file")
+    what = {"set": "the set", "calibration": "the graded file"}.get(
+        str(existing.get("kind")), "another input"
+    )
+    source = existing.get("input")
+    digest = source.get("digest") if isinstance(source, dict) else None
+    shown = f"{what} {named}" if isinstance(named, str) and named else what
+    if isinstance(digest, str) and digest:
+        shown += f" (content {digest.removeprefix('sha256:')[:12]})"
+    return shown
 
 
 def _read_result(run_dir: Path) -> dict[str, Any]:

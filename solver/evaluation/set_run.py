@@ -4,6 +4,7 @@ directory, scored when they have finished, and written up as results files."""
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +49,7 @@ def default_out_dir(set_path: Path, prefix: str = "") -> Path:
     """Where a set's evaluation goes unless ``--out`` says: ``evals/<stem>-<digest>``, the
     digest of the set's absolute path, so two sets of one name (``problems.json`` in two
     folders) never share a folder, and the same set comes back to its own."""
-    where = str(set_path.expanduser().absolute()).encode("utf-8", "surrogateescape")
+    where = os.path.abspath(set_path.expanduser()).encode("utf-8", "surrogateescape")
     return Path("evals") / f"{prefix}{set_path.stem}-{hashlib.sha256(where).hexdigest()[:8]}"
 
 

@@ -84,6 +84,48 @@ def summarise(state: RunState, wall_s: float) -> dict[str, Any]:
     }
 
 
+def reason_code(result: dict[str, Any]) -> str:
+    """Why the run ended as it did, for scripts: ``accepted`` (the proof submitted passed
+    its verifications), ``not_accepted`` (one was submitted that did not), ``no_proof``
+    (calls completed, none gave a proof to submit), ``no_call_completed``."""
+    selected = result.get("selected")
+    if isinstance(selected, dict):
+        return "accepted" if selected.get("accepted") else "not_accepted"
+    calls = result.get("calls") or {}
+    done = int(calls.get("total", 0)) - int(calls.get("failed", 0))
+    return "no_proof" if done > 0 else "no_call_completed"
+
+
+def explain(result: dict[str, Any], accepted: int) -> str:
+    """The outcome in a sentence or two for the person who started the run (``reason``,
+    the policy's own words, stays beside it in result.json)."""
+    code = reason_code(result)
+    selected = result.get("selected") or {}
+    name = f"{selected.get('lineage')} v{selected.get('version')}"
+    score = result.get("score")
+    grade = "no grader gave it a grade" if score is None else f"the grader gave it {score}/7"
+    if code == "accepted":
+        how = (
+            "the only accepted proof"
+            if accepted <= 1
+            else f"chosen by the selector among {accepted} accepted proofs"
+        )
+        text = f"A proof passed its verifications: {name}, {how}; {grade}."
+    elif code == "not_accepted":
+        text = (
+            "No proof passed its verifications. The best attempt is submitted "
+            f"({name}, not accepted); {grade}."
+        )
+    elif code == "no_proof":
+        text = "No proof was produced that could be submitted."
+    else:
+        text = "No model call completed: check the endpoint and `solver status` of the run."
+    stopped = result.get("budget_exhausted")
+    if stopped:
+        text += f" The search stopped early ({stopped})."
+    return text
+
+
 def write_finish(
     recorder: Recorder, problem: Problem, finish: RunEnd, wall_s: float
 ) -> dict[str, Any]:
@@ -139,6 +181,8 @@ def write_finish(
             "scores": [graded_score(c) for c in graders],
             "reconciled": graded_score(reconcile) is not None,
         }
+    result["reason_code"] = reason_code(result)
+    result["explanation"] = explain(result, len(state.accepted()))
     # The journal as it stands just before run.finished: that record is line ``count`` and
     # its ``prev`` is ``head``, so the final files and the journal's end name each other.
     result["journal"] = {"count": store.next_seq, "head": store.head}

@@ -76,8 +76,7 @@ class CallView:
         if self.truncated:
             return "truncated (finish: length)"
         if isinstance(facts, VerificationFacts):
-            count = len(facts.findings)
-            return f"{facts.verdict}, {count} finding{'s' if count != 1 else ''}"
+            return verification_summary(facts)
         if isinstance(facts, ReviewFacts):
             return f"{len(facts.confirmed)} confirmed, {len(facts.rejected)} rejected"
         if isinstance(facts, GradeFacts):
@@ -94,6 +93,19 @@ class CallView:
         """The facts as the journal holds them."""
         dumped: dict[str, Any] = FACTS_ADAPTER.dump_python(self.facts, mode="json")
         return dumped
+
+
+def verification_summary(facts: VerificationFacts) -> str:
+    """``fail: 2 findings (1 critical, 1 minor)``; a fail that lists none says so, since
+    such a verdict names nothing to fix (it once read "fail, 0 findings")."""
+    count = len(facts.findings)
+    if count == 0:
+        return "pass" if facts.verdict == "pass" else "fail, but no finding listed"
+    severities: dict[str, int] = {}
+    for finding in facts.findings:
+        severities[finding.severity] = severities.get(finding.severity, 0) + 1
+    detail = ", ".join(f"{n} {severity}" for severity, n in sorted(severities.items()))
+    return f"{facts.verdict}: {count} finding{'s' if count != 1 else ''} ({detail})"
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,13 @@ class VersionSearch:
             parts = ["not verified"]
         else:
             parts = [f"verified {self.rate_text()}", f"stage {self.stage}"]
-        if self.void:
-            parts.append(f"{self.void} without verdict")
+        # cancelled calls count as no verdict too; they are named on their own below
+        unjudged = self.void - self.cancelled
+        if unjudged:
+            parts.append(
+                f"{unjudged} without verdict (the call failed, was cut off or unreadable, or "
+                "its findings were all rejected on review)"
+            )
         if self.pending:
             parts.append(f"{self.pending} pending")
         if self.cancelled:

@@ -181,7 +181,9 @@ def test_eval_refuses_another_set_in_the_same_directory(tmp_path: Path) -> None:
         assert CliRunner().invoke(eval_group, eval_args(first, out, fake.url)).exit_code == 0
         refused = CliRunner().invoke(eval_group, eval_args(other, out, fake.url))
     assert refused.exit_code == 2
-    assert "holds an evaluation of other input" in refused.output
+    # the set it holds, by name and content (it once read "...other input (None)")
+    assert f"holds an evaluation of the set {first} (content " in refused.output
+    assert "None" not in refused.output
     assert refused.output.count("\n") == 1
 
 
