@@ -118,7 +118,11 @@ class SessionStarted(_Rec):
     # set when this session was moved to another endpoint (`solver resume --endpoint`),
     # masked; the audit's network check holds the session to it
     endpoint: str | None = None
-    added_later = ("endpoint",)
+    # the prompt templates this session renders with that the manifest does not name (name
+    # -> digest, their bytes stored as blobs first): a resume by a newer solver whose
+    # templates changed since the run was made; the audit accepts them from this session on
+    templates: dict[str, str] = Field(default_factory=dict)
+    added_later = ("endpoint", "templates")
 
 
 SessionEndReason = Literal[

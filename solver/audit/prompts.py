@@ -38,6 +38,31 @@ class _Templates:
         self.installed = roles.template_digests()
         self.stored = environment_from(self._stored_source)
         self.other_templates: set[str] = set()
+        # templates a session added (a resume by a newer solver): from its record on
+        self.added: list[tuple[int, dict[str, str]]] = [
+            (rec.seq, dict(rec.data.get("templates") or {}))
+            for rec in records_of(ctx, "session.started")
+            if rec.data.get("templates")
+        ]
+        self._mixed: dict[frozenset[tuple[str, str]], jinja2.Environment] = {}
+
+    def named(self, name: str, digest: str, seq: int) -> bool:
+        """Whether the manifest, or a session started before record ``seq``, names it."""
+        if self.manifest.get(name) == digest:
+            return True
+        return any(at < seq and added.get(name) == digest for at, added in self.added)
+
+    def _from_run(self, used: dict[str, str]) -> jinja2.Environment:
+        key = frozenset(used.items())
+        if key not in self._mixed:
+            self._mixed[key] = environment_from(lambda name: self._by_digest(used.get(name)))
+        return self._mixed[key]
+
+    def _by_digest(self, digest: str | None) -> bytes | None:
+        if digest is None or digest not in self.ctx.blob_files:
+            return None
+        data = read_blob(self.ctx, digest)
+        return data if digest_of(data) == digest else None
 
     def _stored_source(self, name: str) -> bytes | None:
         digest = self.manifest.get(name)
@@ -50,6 +75,9 @@ class _Templates:
         """The environment that renders a context which used ``used`` (name -> digest)."""
         if all(self.manifest.get(n) == d and d in self.ctx.blob_files for n, d in used.items()):
             return self.stored
+        if self.added and all(d in self.ctx.blob_files for d in used.values()):
+            # some came with a later session: each template's bytes by its own digest
+            return self._from_run(used)
         if all(self.installed.get(n) == d for n, d in used.items()):
             return None  # the installed templates are the recorded ones
         self.other_templates.update(n for n, d in used.items() if self.installed.get(n) != d)
@@ -101,13 +129,14 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
         contexts[data["call_id"]] = rec
         used: dict[str, str] = data["templates"]
         for name, digest in used.items():
-            if templates.manifest and templates.manifest.get(name) != digest:
+            if templates.manifest and not templates.named(name, digest, rec.seq):
                 rows.append(
                     row_about(
                         ctx,
                         "prompts",
                         "fail",
-                        f"{data['call_id']}: template {name} is not the one the manifest names",
+                        f"{data['call_id']}: template {name} is not the one the manifest "
+                        "or an earlier session names",
                         rec,
                     )
                 )

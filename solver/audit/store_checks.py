@@ -188,7 +188,11 @@ def check_references(ctx: AuditContext) -> list[Check]:
     rows: list[Check] = []
     referenced: set[str] = set()
     for record in ctx.records:
-        for digest in iter_blob_refs(record.data):
+        named = list(iter_blob_refs(record.data))
+        if record.type == "session.started" and isinstance(record.data.get("templates"), dict):
+            # the templates a resuming session brought, stored under their digests
+            named += [d for d in record.data["templates"].values() if isinstance(d, str)]
+        for digest in named:
             referenced.add(digest)
             if digest not in ctx.blob_files:
                 rows.append(

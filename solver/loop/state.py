@@ -140,6 +140,8 @@ class RunState:
     outcome: Outcome | None = None
     sessions: int = 0
     session_started_t: str = ""
+    # (name, digest) of templates sessions added beyond the manifest's (a newer solver's)
+    session_templates: set[tuple[str, str]] = field(default_factory=set)
     ended_wall_s: float = 0.0
     served_model: str | None = None
     first_served_model: str | None = None
@@ -189,6 +191,7 @@ class RunState:
     def _session_started(self, r: SessionStarted, t: str) -> None:
         self.sessions = max(self.sessions, r.session)
         self.session_started_t = t
+        self.session_templates.update(r.templates.items())
         self.interrupted = False
         self.session_open = True
 

@@ -56,6 +56,7 @@ from solver.records import (
     SessionStarted,
     parse_loop_record,
 )
+from solver.roles.templates import template_source
 from solver.run.endpoint_notes import endpoint_notes
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
 from solver.run.sources import (
@@ -358,6 +359,7 @@ class _Session:
     def start(self) -> None:
         self.recorder.append(
             SessionStarted(
+                templates=self._new_templates(),
                 session=self.number,
                 reason=self.plan.reason,
                 pid=os.getpid(),
@@ -368,6 +370,17 @@ class _Session:
                 endpoint=self.plan.moved_endpoint,
             )
         )
+
+    def _new_templates(self) -> dict[str, str]:
+        """Today's templates whose digests neither the manifest nor an earlier session
+        names (a run made by an older solver, resumed), their bytes stored as blobs so the
+        audit renders this session's prompts from the run alone."""
+        known = dict(self.recorder.store.manifest.get("templates") or {})
+        named = {(n, d) for n, d in known.items()} | self.recorder.state.session_templates
+        new = {n: d for n, d in roles.template_digests().items() if (n, d) not in named}
+        for name in sorted(new):
+            self.recorder.blob(template_source(name))
+        return new
 
     def end(self, why: SessionEndReason, detail: str = "") -> None:
         if not self.ended:
