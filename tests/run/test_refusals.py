@@ -127,3 +127,19 @@ def test_a_retry_is_a_json_event_of_the_run(tmp_path: Path) -> None:
     assert retry["wait_s"] == 0.1
     assert "HTTP 503" in retry["error"]
     assert events[-1]["event"] == "run.finished"
+
+
+def test_a_statement_past_the_context_mid_run_stops_without_one_token_calls(
+    tmp_path: Path,
+) -> None:
+    """Without the check before the run (a library caller, or preflight_s = 0), the client
+    refuses each call whose prompt fills the context, and the session ends after three, with
+    nothing sent: never a search of one-token answers."""
+    statement = PROBLEM + "\n" + "Consider also x > 0. " * 300
+    with FakeEndpoint(scripts.solved, context_length=1024) as fake:
+        with pytest.raises(EndpointRefuses) as caught:
+            solve(fake, tmp_path, statement, candidates=3)
+        sent = [r for r in fake.requests if r.json.get("max_tokens") is not None]
+    assert sent == []
+    assert "the prompts do not fit the model's context" in str(caught.value)
+    assert "ContextBelowFloor" not in str(caught.value)  # the message, not the class
