@@ -53,6 +53,7 @@ from solver.wire import (
     EndpointUnreachable,
     HTTPStatusError,
     Role,
+    StreamProtocolError,
     TransportError,
     UnsupportedRequest,
     fitted_budget,
@@ -439,6 +440,8 @@ def _provisional(planned: CallPlanned) -> CallState:
     )
 
 
+# Stream errors that, repeated call after call, say the answers are in another protocol.
+UNREADABLE_STREAMS = ("malformed", "eof_without_finish")
 # Calls refused the same way in a row before the session ends (see Engine._count_refusal).
 # Three: more than one variant of a role, and more than one role's prompt, have been tried.
 REFUSALS_IN_A_ROW = 3
@@ -454,6 +457,9 @@ def refusal_sign(exc: TransportError) -> str | None:
         return "unsupported"
     if isinstance(exc, HTTPStatusError) and 400 <= exc.status < 500 and not exc.retryable:
         return f"http {exc.status}"
+    if isinstance(exc, StreamProtocolError) and exc.kind in UNREADABLE_STREAMS:
+        # after all its retries: answers in another protocol read as these
+        return f"stream {exc.kind}"
     return None
 
 
@@ -465,6 +471,8 @@ def refusal_fix(exc: TransportError) -> str:
         return "the server refuses the API key: check SOLVER_API_KEY"
     if isinstance(exc, HTTPStatusError) and exc.status in (404, 405):
         return "the server has no such path or model: check --api, --endpoint and --model"
+    if isinstance(exc, StreamProtocolError):
+        return "the server's answers cannot be read in the protocol asked for: check --api"
     return "check --api, --model and the roles' settings against what the server takes"
 
 

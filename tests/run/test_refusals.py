@@ -12,11 +12,12 @@ import pytest
 
 from solver.audit import audit_run
 from solver.errors import EXIT_INPUT, EndpointRefuses
-from solver.loop.engine import REFUSALS_IN_A_ROW
+from solver.loop.engine import REFUSALS_IN_A_ROW, refusal_sign
 from solver.run import read_state
 from solver.store import RunReader
 from solver.testing import FakeEndpoint, RecordedRequest, Responder, role_of
 from solver.testing.fake_endpoint import Fault, Reply
+from solver.wire import HTTPStatusError, IdleTimeout, StreamProtocolError
 from tests.hostile.helpers import run_cli
 from tests.loop import scripts
 from tests.loop.harness import PROBLEM, solve
@@ -143,3 +144,16 @@ def test_a_statement_past_the_context_mid_run_stops_without_one_token_calls(
     assert sent == []
     assert "the prompts do not fit the model's context" in str(caught.value)
     assert "ContextBelowFloor" not in str(caught.value)  # the message, not the class
+
+
+def test_which_failures_count_as_refusals() -> None:
+    def status(code: int, retryable: bool = False) -> HTTPStatusError:
+        return HTTPStatusError(f"HTTP {code}", status=code, retryable=retryable)
+
+    assert refusal_sign(status(404)) == "http 404"
+    assert refusal_sign(status(400)) == "http 400"
+    assert refusal_sign(status(429, retryable=True)) is None  # busy, not refused
+    assert refusal_sign(status(503, retryable=True)) is None
+    assert refusal_sign(StreamProtocolError("x", kind="malformed")) == "stream malformed"
+    assert refusal_sign(StreamProtocolError("x", kind="connection_lost")) is None
+    assert refusal_sign(IdleTimeout("slow")) is None
