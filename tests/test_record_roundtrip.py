@@ -70,6 +70,7 @@ def _records(blob: BlobLink) -> list[LoopRecord]:
             reason="resume",
             allow_model_change=True,
             endpoint="http://127.0.0.1:30001/v1",
+            templates={"grader/_scale.j2": "sha256:" + "ab" * 32},
             **session,
         ),
         SessionEnded(session=1, reason="finished", wall_s=1.5),
@@ -206,13 +207,13 @@ def test_unset_optional_fields_are_written_as_null_but_a_session_endpoint(
     """Why no general "omit what is unset" rule: runs made before write an unset lineage,
     version, target, phase or model_changed_from as null (tests/test_records.py reads them back
     byte for byte), so omitting them would change the lines new runs write. Only
-    session.started leaves out an endpoint it does not have, and endpoint.probed notes it does
-    not have (both were added later)."""
+    session.started leaves out an endpoint and templates it does not have, and endpoint.probed
+    notes it does not have (all added later)."""
     records, lines = written
     for record, line in zip(records, lines, strict=True):
         keys = set(type(record).model_fields) - {"type"}
         if isinstance(record, SessionStarted) and record.endpoint is None:
-            assert set(line["data"]) == keys - {"endpoint"}
+            assert set(line["data"]) == keys - {"endpoint", "templates"}
         elif isinstance(record, EndpointProbed) and not record.notes:
             assert set(line["data"]) == keys - {"notes"}
         else:

@@ -386,10 +386,14 @@ class Engine:
 
     def _count_refusal(self, exc: TransportError) -> None:
         """End the session when :data:`REFUSALS_IN_A_ROW` calls in a row were refused the
-        same way (the same HTTP 4xx, a request the protocol cannot carry, a prompt that
-        leaves no room in the context) with none completed between: every call would be,
-        and a search of failed calls would end as an honest-looking "unsolved"."""
+        same way (the same HTTP 4xx, a request the protocol cannot carry, an answer in
+        another protocol) with none completed between: every call would be, and a search of
+        failed calls would end as an honest-looking "unsolved". A prompt the context cannot
+        hold counts only while no call of the run has completed (the statement itself does
+        not fit); later, one long proof's verifications failing so is the policy's to judge."""
         sign = refusal_sign(exc)
+        if sign == "context" and any(c.status == "completed" for c in self.state.calls.values()):
+            sign = None
         if sign is None:
             self._refusal = None
             return
@@ -465,6 +469,11 @@ def refusal_sign(exc: TransportError) -> str | None:
 
 def refusal_fix(exc: TransportError) -> str:
     """The likely fix of a refusal, named for the person who can make it."""
+    if isinstance(exc, ContextBelowFloor) and exc.floor > 1 and exc.cap > 0:
+        return (
+            f"the context leaves {exc.cap} output tokens, below the role's min_tokens of "
+            f"{exc.floor}: lower roles.<role>.min_tokens or serve the model with a longer context"
+        )
     if isinstance(exc, ContextBelowFloor | ContextLengthExceeded):
         return "the prompts do not fit the model's context: serve it with a longer one"
     if isinstance(exc, HTTPStatusError) and exc.status in (401, 403):

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from solver.errors import EndpointRefuses
+from solver.loop.engine import REFUSALS_IN_A_ROW
 from solver.store import RunReader
 from solver.testing import role_of
 from tests.loop import scripts
@@ -52,12 +56,20 @@ def test_verifications_below_the_floor_fail_and_their_reissues_stay_bounded(
     audit_ok(outcome.run_dir)
 
 
-def test_a_producer_always_below_the_floor_ends_a_budget_run(tmp_path: Path) -> None:
+def test_a_producer_always_below_the_floor_ends_the_session_with_the_fix(
+    tmp_path: Path,
+) -> None:
     # Failed calls spend no budget, and with a budget lineages keep starting while it
-    # lasts: only the failures in a row end this search. The call budget is a net so that,
-    # without that bound, the test fails instead of running for ever.
-    with ScriptedEndpoint(scripts.solved, context_length=CONTEXT) as fake:
-        outcome = solve(
+    # lasts: before issue 41 only the policy's failures in a row (candidates x
+    # max_failed_rounds) ended this search, as "failed". No call of the run has completed, so
+    # every one would be refused: the session ends after three, naming the setting to change.
+    # The call budget is a net so that, without that bound, the test fails instead of
+    # running for ever.
+    with (
+        ScriptedEndpoint(scripts.solved, context_length=CONTEXT) as fake,
+        pytest.raises(EndpointRefuses) as caught,
+    ):
+        solve(
             fake,
             tmp_path,
             candidates=2,
@@ -67,16 +79,11 @@ def test_a_producer_always_below_the_floor_ends_a_budget_run(tmp_path: Path) -> 
             budget__calls=500,
         )
     assert fake.requests == []  # not one call left
-    failures = _failures(outcome.run_dir)
-    assert len(failures) == 2 * 3  # candidates x max_failed_rounds
+    assert "below the role's min_tokens of 19900" in str(caught.value)
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    failures = _failures(run_dir)
+    # the third ends the session; a call already in flight beside it may end too
+    assert REFUSALS_IN_A_ROW <= len(failures) < 2 * 3
     assert {f["error_kind"] for f in failures} == {"ContextBelowFloor"}
-    state = state_of(outcome.run_dir)
-    assert not state.budget_exhausted
-    assert outcome.outcome == "failed"
-    phases = [
-        r.data["reason"]
-        for r in RunReader(outcome.run_dir).records()
-        if r.type == "decision" and r.data["kind"] == "phase"
-    ]
-    assert phases[0] == "6 proof-writing calls in a row failed, none completed"
-    audit_ok(outcome.run_dir)
+    assert state_of(run_dir).outcome is None  # stopped, resumable; not reported "failed"
+    audit_ok(run_dir)

@@ -166,6 +166,8 @@ def free_port() -> int:
 
 
 def test_endpoint_down_at_start_then_back(workdir: Path) -> None:
+    # without the check before the run (a server still loading), the run is made and waits
+    (workdir / "solver.toml").write_text(CONFIG + "preflight_s = 0\n")
     port = free_port()
     run_dir = workdir / "run"
     down = run(solve_args(f"http://127.0.0.1:{port}", workdir / "odd.md", run_dir), workdir)

@@ -44,7 +44,8 @@ def test_calls_refused_alike_end_the_session_with_the_fix(tmp_path: Path, status
     assert f"HTTP {status}" in message and "solver resume" in message
     if status == 404:
         assert "check --api, --endpoint and --model" in message
-    assert sent == REFUSALS_IN_A_ROW  # not retried, and no search went on
+    # not retried, and no search went on (one call may be in flight beside the third)
+    assert REFUSALS_IN_A_ROW <= sent <= REFUSALS_IN_A_ROW + 1
     (run_dir,) = (tmp_path / "runs").iterdir()
     _, state = read_state(run_dir)
     assert state.phase == "solve" and state.outcome is None  # no "unsolved" was written
