@@ -103,7 +103,7 @@ class Request:
     served context is short: below it the client does not send the call
     (:class:`~solver.wire.errors.ContextBelowFloor`). It is the client's own bound, never
     sent nor recorded (:func:`~solver.wire.codec.request_params` leaves it out); 1 lets any
-    cap start the call.
+    cap of at least one token start the call (a prompt that fills the context leaves none).
     """
 
     model: str
