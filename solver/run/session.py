@@ -56,7 +56,6 @@ from solver.records import (
     SessionStarted,
     parse_loop_record,
 )
-from solver.roles.templates import template_source
 from solver.run.endpoint_notes import endpoint_notes
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
 from solver.run.sources import (
@@ -379,7 +378,7 @@ class _Session:
         named = {(n, d) for n, d in known.items()} | self.recorder.state.session_templates
         new = {n: d for n, d in roles.template_digests().items() if (n, d) not in named}
         for name in sorted(new):
-            self.recorder.blob(template_source(name))
+            self.recorder.blob(roles.template_source(name))
         return new
 
     def end(self, why: SessionEndReason, detail: str = "") -> None:
