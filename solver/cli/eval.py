@@ -434,6 +434,8 @@ def calibrate(
         grading__given_comparisons=comparisons,
     )
     out = out_dir or default_out_dir(file, "calibrate-")
+    # the endpoint is checked before any grading run is made (no generator: no room check)
+    run_interruptibly(lambda: preflight(resolved.settings, []))
     plan = plan_calibration(file, items, out, resolved.settings)
     jobs = list(plan.jobs)
     pairs = sum(len(job.rival_proofs) for job in jobs)

@@ -206,3 +206,30 @@ def test_eval_checks_the_endpoint_before_its_runs(tmp_path: Path) -> None:
     assert outcome.code == 3, outcome.stderr
     assert "does not answer" in error_line(outcome)
     assert not (tmp_path / "out").exists()
+
+
+def test_eval_calibrate_checks_the_endpoint_before_its_runs(tmp_path: Path) -> None:
+    graded = tmp_path / "graded.jsonl"
+    graded.write_text(
+        '{"id": "a", "problem": "Prove that 1 + 1 = 2.", "proof": "Count.", "human_grade": 7}\n'
+    )
+    (tmp_path / "solver.toml").write_text("[timeouts]\npreflight_s = 3\n")
+    with FakeEndpoint(scripts.solved, apis=("chat",)) as fake:
+        outcome = run_cli(
+            [
+                "eval",
+                "calibrate",
+                str(graded),
+                "--config",
+                str(tmp_path / "solver.toml"),
+                "--endpoint",
+                fake.url + "/v1",
+                "--api",
+                "responses",
+                "--out",
+                str(tmp_path / "out"),
+            ]
+        )
+    assert outcome.code == 2, outcome.stderr
+    assert "use --api chat" in error_line(outcome)
+    assert not (tmp_path / "out").exists()

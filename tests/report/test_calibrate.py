@@ -201,8 +201,10 @@ def test_calibrate_measures_each_verifier_variant_on_proofs_humans_graded(tmp_pa
         audit_ok(Path(row["run_dir"]))
     # the directory holds verifications of 2 a variant: another count is refused
     args = ["calibrate", str(tmp_path / "graded.jsonl"), "--out", str(out)]
-    args += ["--endpoint", "http://127.0.0.1:9/v1"]  # refused before any call
-    refused = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "3"])
+    with FakeEndpoint(variant_verifier) as fake:  # passes the check before the runs
+        args += ["--endpoint", fake.url + "/v1"]
+        refused = CliRunner().invoke(eval_group, [*args, "--graders", "1", "--verifications", "3"])
+        assert not fake.requests  # refused before any call
     assert refused.exit_code == 2 and "given_verifications was 2, now 3" in refused.output
 
 
