@@ -24,7 +24,7 @@ from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
 from solver.loop.engine import RunProgress
 from solver.loop.policy import PolicyConfig
 from solver.loop.state import RunState
-from solver.problems import load_problem
+from solver.problems import read_problem
 from solver.run import (
     RunOutcome,
     policy_config,
@@ -184,7 +184,10 @@ def solve(
         raise InputError(
             f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
         )
-    problem = load_problem(problem_path)
+    read = read_problem(problem_path)
+    for warning in read.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    problem = read.problem
     resolved = resolve_settings(
         config_file=config_file,
         flags=_flags(
