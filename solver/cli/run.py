@@ -309,7 +309,28 @@ def resume(
         )
     finally:
         _close_progress(holder)
+    if outcome.already_finished:
+        _print_already_finished(outcome, as_json)
+        return
     _print_outcome(outcome, as_json)
+
+
+def _print_already_finished(outcome: RunOutcome, as_json: bool) -> None:
+    """`solver resume` of a finished run: one line, nothing was sent or recorded."""
+    r = outcome.result
+    if as_json:
+        shown = {"event": "run.already_finished", "run_dir": str(outcome.run_dir), **r.to_json()}
+        click.echo(json.dumps(shown, sort_keys=True))
+        return
+    chosen = ""
+    if r.selected is not None:
+        verdict = "accepted" if r.selected.accepted else "not accepted"
+        chosen = f", {r.selected.lineage} v{r.selected.version} {verdict}, {_grade_text(r.score)}"
+    where = visible(str(outcome.run_dir))
+    click.echo(
+        f"{where}: already finished ({visible(str(r.outcome))}{chosen}); nothing to resume. "
+        f"Read it with `solver report {where}`"
+    )
 
 
 @click.command("status")

@@ -170,3 +170,20 @@ def test_prune_removes_old_runs_and_keeps_solved_ones_when_asked(
     assert solved.output.count("would remove") == 2 and (runs / "a-older").is_dir()
     bad = CliRunner().invoke(main, ["runs", "prune", str(runs), "--older-than", "soon"])
     assert bad.exit_code == 2 and "--older-than" in bad.output
+
+
+def test_resume_of_a_finished_run_says_so_in_one_line_and_appends_nothing(
+    finished_run: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "done"
+    shutil.copytree(finished_run, run_dir)
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+    result = CliRunner().invoke(main, ["resume", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    assert result.output.count("\n") == 1
+    assert result.output.startswith(f"{run_dir}: already finished (solved, L")
+    assert "nothing to resume" in result.output
+    as_json = CliRunner().invoke(main, ["resume", "--json", str(run_dir)])
+    assert json.loads(as_json.output)["event"] == "run.already_finished"
+    after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+    assert after == before
