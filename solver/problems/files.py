@@ -55,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from solver._util.terminal import one_line
 from solver.errors import InputError
 from solver.problems.layout import (
+    MarkdownParts,
     TexStructureError,
     markdown_solution_sign,
     plain_solution_sign,
@@ -311,6 +312,8 @@ def read_problem(path: Path) -> LoadedProblem:
     if suffix == ".md":
         fields, body = _split_front_matter(path, text)
         parts = split_markdown(body)
+        if not normalise_statement(parts.statement) and parts.heading is not None:
+            parts = MarkdownParts(parts.heading, None, parts.metadata)  # a heading alone
         body = parts.statement
         if parts.heading is not None:
             if fields.get("title") is None:

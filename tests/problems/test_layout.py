@@ -65,6 +65,13 @@ def test_markdown_parts(body: str, statement: str, metadata: dict[str, str]) -> 
     assert parts.metadata == metadata
 
 
+def test_a_heading_alone_is_the_statement(tmp_path: Path) -> None:
+    path = tmp_path / "p.md"
+    path.write_text("# Prove that $1 < 2$.\n", encoding="utf-8")
+    loaded = load_problem(path)
+    assert (loaded.statement, loaded.title) == ("Prove that $1 < 2$.", None)
+
+
 def test_a_heading_of_a_megabyte_of_spaces_is_linear(tmp_path: Path) -> None:
     path = tmp_path / "wide.md"
     path.write_text("# " + " " * 900_000 + "x\n\nProve it.\n", encoding="utf-8")
