@@ -52,7 +52,6 @@ _TEX_PROOF_ENV = re.compile(r"\\begin\{(proof|solution|sol)\*?\}")
 
 _PROBLEM_ENVS = ("problem", "prob", "exercise", "question")
 _BEGIN_PROBLEM = re.compile(r"\\begin\{(" + "|".join(_PROBLEM_ENVS) + r")(\*?)\}")
-_DOCUMENT = re.compile(r"\\begin\{document\}(.*?)\\end\{document\}", re.DOTALL)
 _COMMENT = re.compile(r"(?<!\\)%[^\n]*")
 # Structure in a document without a problem environment that makes the statement ambiguous.
 _TEX_STRUCTURE = re.compile(
@@ -161,9 +160,12 @@ class TexParts:
 def split_tex(text: str) -> TexParts:
     """The statement of a LaTeX file; see the module docstring."""
     text = _COMMENT.sub("", text.replace("\r\n", "\n").replace("\r", "\n"))
-    document = _DOCUMENT.search(text)
-    if document is not None:
-        body = document.group(1)
+    # str.find, not a lazy DOTALL pattern: that rescans the rest of the file from every
+    # \begin{document} when no \end{document} follows (quadratic on a hostile megabyte)
+    begin = text.find("\\begin{document}")
+    end = text.find("\\end{document}", begin) if begin >= 0 else -1
+    if begin >= 0 and end >= 0:
+        body = text[begin + len("\\begin{document}") : end]
     elif "\\documentclass" in text or "\\begin{document}" in text:
         raise TexStructureError("has \\documentclass or \\begin{document} but no whole document")
     else:

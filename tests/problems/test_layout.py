@@ -78,6 +78,13 @@ def test_a_heading_of_a_megabyte_of_spaces_is_linear(tmp_path: Path) -> None:
     assert load_problem(path).title == "x"
 
 
+def test_a_megabyte_of_unclosed_documents_is_refused_in_linear_time(tmp_path: Path) -> None:
+    path = tmp_path / "many.tex"
+    path.write_text("\\begin{document}" * 60_000, encoding="utf-8")
+    with pytest.raises(InputError, match="no whole document"):
+        load_problem(path)
+
+
 def test_problem_show_prints_exactly_the_statement_the_model_gets() -> None:
     path = DATA / "problem-01.md"
     loaded = load_problem(path)
