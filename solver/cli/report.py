@@ -10,8 +10,16 @@ import click
 from solver._util.terminal import json_visible
 from solver.cli.errors import reports_errors
 from solver.errors import InputError, NotFound
-from solver.report import DEFAULT_MAX_CHARS, load_report, load_search, render_html, render_markdown
-from solver.report.tex_export import compile_pdf, find_engine, render_latex
+from solver.report import (
+    DEFAULT_MAX_CHARS,
+    compile_pdf,
+    find_engine,
+    load_report,
+    load_search,
+    render_html,
+    render_latex,
+    render_markdown,
+)
 from solver.store import StorageFull, write_atomic
 
 

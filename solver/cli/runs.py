@@ -17,8 +17,7 @@ import click
 from solver._util.terminal import json_visible, one_line, visible
 from solver.cli.errors import reports_errors
 from solver.errors import NotFound
-from solver.run.listing import RunRow, list_runs
-from solver.run.removal import check_removable, older_than, parse_age, remove_run
+from solver.run import RunRow, check_removable, list_runs, older_than, parse_age, remove_run
 
 __all__ = ["runs"]
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from solver.run.listing import RunRow, list_runs, read_run_row
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
+from solver.run.removal import check_removable, older_than, parse_age, remove_run
 from solver.run.session import (
     ProgressFactory,
     RunOutcome,
@@ -21,13 +23,20 @@ __all__ = [
     "ProgressFactory",
     "RunCondition",
     "RunOutcome",
+    "RunRow",
     "Seams",
     "build_manifest",
+    "check_removable",
+    "list_runs",
     "manifest_blobs",
+    "older_than",
     "open_run",
+    "parse_age",
     "policy_config",
     "read_manifest",
+    "read_run_row",
     "read_state",
+    "remove_run",
     "resolve_endpoint",
     "resume_endpoint",
     "resume_run",

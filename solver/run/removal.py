@@ -21,8 +21,7 @@ from pathlib import Path
 from solver.errors import InputError, NotFound
 from solver.run.listing import RunRow, read_run_row
 from solver.run.manifest import read_manifest
-from solver.store import LockHeld, RunReader
-from solver.store.lock import WriterLock, lock_holder
+from solver.store import LockHeld, RunReader, WriterLock, lock_holder
 
 __all__ = ["check_removable", "older_than", "parse_age", "remove_run", "run_bytes"]
 
