@@ -187,3 +187,17 @@ def test_resume_of_a_finished_run_says_so_in_one_line_and_appends_nothing(
     assert json.loads(as_json.output)["event"] == "run.already_finished"
     after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file() and p.name != ".lock"}
     assert after == before
+
+
+def test_a_last_journal_line_nested_too_deep_is_damage_not_a_crash(
+    finished_run: Path, tmp_path: Path
+) -> None:
+    """Found by tests/hostile/test_fuzz.py: the torn-tail check read such a line with the
+    standard library's parser, whose RecursionError escaped as exit 1."""
+    run_dir = tmp_path / "runs" / "deep"
+    shutil.copytree(finished_run, run_dir)
+    with (run_dir / "journal.jsonl").open("ab") as journal:
+        journal.write(b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    status = CliRunner().invoke(main, ["status", str(run_dir)])
+    assert status.exit_code == 65 and "nested too deeply" in status.output
+    assert read_run_row(run_dir).status == "damaged"
