@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: demo test install install-test local lint typecheck pytest browser agent-clis clean
+.PHONY: demo test install install-test local lint typecheck pytest browser tex agent-clis clean
 
 # uv installs the packages: the same index and resolution as pip (the same versions here), and
 # `make install-test` from a clean clone takes about 20 s against pip's 84 s. Where uv cannot
@@ -62,6 +62,16 @@ browser:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: the HTML report test will be skipped"; }
 
+# Debian's pdfLaTeX (no recommends: about 17 packages) compiles the report's LaTeX export in
+# the report tests; `solver report --pdf` uses it, or xelatex, lualatex or tectonic.
+tex:
+	@command -v pdflatex >/dev/null 2>&1 || command -v xelatex >/dev/null 2>&1 || \
+	command -v lualatex >/dev/null 2>&1 || command -v tectonic >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends texlive-latex-base >/dev/null) \
+	  || echo "no TeX engine installed: the PDF export test will be skipped"; }
+
 # The real Claude Code and Codex for tests/agents: Node from Debian where missing, the npm
 # releases pinned in tests/agents/clis.py, cached by version under ~/.cache/olympiad-solver/npm.
 # Without the npm registry it says so; those tests then skip, or fail under CI.
@@ -86,7 +96,7 @@ PYTEST_ENV := $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR))
 # The serial run collects only the files that mark a test serial (none found: all of tests/).
 SERIAL_FILES := $(shell grep -rl --include='*.py' 'mark\.serial' tests)
 
-pytest: install-test browser agent-clis
+pytest: install-test browser tex agent-clis
 	$(BIN)/solver local install
 	$(PYTEST_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal \
 	  -m '$(PYTEST_MARKS) and not serial'; \

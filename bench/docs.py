@@ -17,6 +17,7 @@ PAGES = (
     "proxy",
     "audit",
     "resume",
+    "runs",
     "serve",
     "local-model",
     "answers",

@@ -23,6 +23,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "status": ("solver.cli.run", "status"),
     "audit": ("solver.cli.audit", "audit"),
     "report": ("solver.cli.report", "report"),
+    "runs": ("solver.cli.runs", "runs"),
     "eval": ("solver.cli.eval", "eval_group"),
     "config": ("solver.cli.config", "config"),
     "keys": ("solver.cli.keys", "keys"),
@@ -55,6 +56,7 @@ SUMMARIES: dict[str, str] = {
         " call, a timeline, tokens and time per role."
     ),
     "resume": "Continue RUN after a crash, kill, reboot or Ctrl-C.",
+    "runs": "List the runs under a runs directory (newest first), or remove old ones.",
     "schema": "Print the JSON Schema of the journal's record types (loop and store).",
     "serve": "SGLang recipes checked before they run, a supervisor, a canary, a benchmark.",
     "solve": (

@@ -13,7 +13,7 @@ import click
 
 from solver._util.terminal import json_visible, one_line, visible
 from solver.cli.errors import reports_errors
-from solver.problems import FORMATS, load_problem, load_problem_set, parse_mapping
+from solver.problems import FORMATS, load_problem_set, parse_mapping, read_problem
 
 __all__ = ["problem"]
 
@@ -31,9 +31,14 @@ def problem() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the parsed problem as JSON.")
 @reports_errors
 def show(path: Path, as_json: bool) -> None:
-    """Show the parsed fields and the digest of the problem file PATH (.md, .txt or .tex)."""
-    loaded = load_problem(path)
+    """Show the parsed fields and the digest of the problem file PATH (.md, .txt or .tex),
+    and the statement exactly as the model will get it."""
+    read = read_problem(path)
+    loaded = read.problem
+    for warning in read.warnings:
+        click.echo(f"warning: {warning}", err=True)
     if as_json:
+        # the problem record as a run's manifest holds it (warnings went to stderr)
         shown = json.dumps(loaded.model_dump(mode="json"), ensure_ascii=False, indent=2)
         click.echo(json_visible(shown))
         return
@@ -49,10 +54,13 @@ def show(path: Path, as_json: bool) -> None:
     ):
         if value is not None:
             click.echo(f"{label + ':':<9} {visible(value)}")
+    for key, value in loaded.metadata.items():
+        click.echo(f"{visible(key)}: {visible(value)}")
+    size = f"{len(loaded.statement)} characters"
     for label, value in (
-        ("statement", loaded.statement),
-        ("reference solution", loaded.reference_solution),
-        ("grading guidelines", loaded.grading_guidelines),
+        (f"statement (exactly what the model gets, {size})", loaded.statement),
+        ("reference solution (graders only)", loaded.reference_solution),
+        ("grading guidelines (graders only)", loaded.grading_guidelines),
     ):
         if value is not None:
             click.echo(f"\n{label}:\n{visible(value)}")

@@ -24,7 +24,7 @@ from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
 from solver.loop.engine import RunProgress
 from solver.loop.policy import PolicyConfig
 from solver.loop.state import RunState
-from solver.problems import load_problem
+from solver.problems import read_problem
 from solver.run import (
     RunOutcome,
     policy_config,
@@ -207,7 +207,10 @@ def solve(
         raise InputError(
             f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
         )
-    problem = load_problem(problem_path)
+    read = read_problem(problem_path)
+    for warning in read.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    problem = read.problem
     resolved = resolve_settings(
         config_file=config_file,
         flags=_flags(
@@ -332,7 +335,28 @@ def resume(
         )
     finally:
         _close_progress(holder)
+    if outcome.already_finished:
+        _print_already_finished(outcome, as_json)
+        return
     _print_outcome(outcome, as_json)
+
+
+def _print_already_finished(outcome: RunOutcome, as_json: bool) -> None:
+    """`solver resume` of a finished run: one line, nothing was sent or recorded."""
+    r = outcome.result
+    if as_json:
+        shown = {"event": "run.already_finished", "run_dir": str(outcome.run_dir), **r.to_json()}
+        click.echo(json.dumps(shown, sort_keys=True))
+        return
+    chosen = ""
+    if r.selected is not None:
+        verdict = "accepted" if r.selected.accepted else "not accepted"
+        chosen = f", {r.selected.lineage} v{r.selected.version} {verdict}, {_grade_text(r.score)}"
+    where = visible(str(outcome.run_dir))
+    click.echo(
+        f"{where}: already finished ({visible(str(r.outcome))}{chosen}); nothing to resume. "
+        f"Read it with `solver report {where}`"
+    )
 
 
 @click.command("status")

@@ -12,6 +12,7 @@ from solver.loop.policy import (
     grade_of,
     graded_score,
 )
+from solver.loop.proof_page import no_proof_page, proof_page
 from solver.loop.state import LineageState, RunState
 from solver.problems import Problem
 from solver.records import BlobLink, ProofFacts, RunFinished
@@ -134,13 +135,22 @@ def write_finish(
     final: dict[str, BlobLink] = {}
     proof_text = ""
     selected: dict[str, Any] | None = None
+    result: dict[str, Any] = {
+        "run_id": store.manifest["run_id"],
+        "problem": {"id": problem.id, "digest": problem.digest, "points": problem.points},
+        "outcome": finish.outcome,
+        "reason": finish.reason,
+        "selected": None,
+        "score": None,
+        "evaluation_score": None,
+        "answer_check": None,
+        **summarise(state, wall_s),
+    }
     if finish.selected is not None:
         lineage, version = finish.selected
         artifact = state.proof_text_artifact(lineage, version)
         assert artifact is not None
         proof_text = store.read_blob(artifact.blob).decode("utf-8")
-        ref = store.write_final("proof.md", proof_text.encode())
-        final["proof.md"] = BlobLink(blob=ref.digest, bytes=ref.size)
         version_state = state.lineages[lineage].versions[version]
         selected = {
             "lineage": lineage,
@@ -149,26 +159,23 @@ def write_finish(
             "proof": artifact.blob,
             "reason": finish.reason,
         }
-    else:
-        # Every finished run has a final/proof.md: one that says there is none, and why.
-        note = f"# No proof\n\nThis run produced no proof ({finish.outcome}: {finish.reason}).\n"
-        ref = store.write_final("proof.md", note.encode())
-        final["proof.md"] = BlobLink(blob=ref.digest, bytes=ref.size)
-    result: dict[str, Any] = {
-        "run_id": store.manifest["run_id"],
-        "problem": {"id": problem.id, "digest": problem.digest, "points": problem.points},
-        "outcome": finish.outcome,
-        "reason": finish.reason,
-        "selected": selected,
-        "score": None,
-        "evaluation_score": None,
-        "answer_check": None,
-        **summarise(state, wall_s),
-    }
-    if finish.selected is not None:
-        version_state = state.lineages[finish.selected[0]].versions[finish.selected[1]]
+        result["selected"] = selected
         result["score"] = grade_of(state, version_state)  # None: ungraded
         result["answer_check"] = _answer_check(state, problem, proof_text)
+        page = proof_page(
+            problem,
+            outcome=finish.outcome,
+            reason=finish.reason,
+            accepted=selected["accepted"],
+            score=result["score"],
+            answer_check=result["answer_check"],
+            run_id=str(store.manifest["run_id"]),
+            proof_text=proof_text,
+        )
+    else:
+        page = no_proof_page(problem, outcome=finish.outcome, reason=finish.reason)
+    ref = store.write_final("proof.md", page.encode())
+    final["proof.md"] = BlobLink(blob=ref.digest, bytes=ref.size)
     graders = evaluation_calls(state)
     if finish.evaluation is not None and graders:
         result["evaluation_score"] = finish.evaluation["score"]

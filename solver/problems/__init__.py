@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from solver.problems.files import (
     MAX_PROBLEM_BYTES,
+    LoadedProblem,
     Problem,
     input_error,
     load_problem,
     normalise_statement,
     read_checked_text,
+    read_problem,
     statement_digest,
 )
 from solver.problems.sets import FORMATS, load_problem_set, parse_mapping
@@ -16,6 +18,7 @@ from solver.problems.sets import FORMATS, load_problem_set, parse_mapping
 __all__ = [
     "FORMATS",
     "MAX_PROBLEM_BYTES",
+    "LoadedProblem",
     "Problem",
     "input_error",
     "load_problem",
@@ -23,5 +26,6 @@ __all__ = [
     "normalise_statement",
     "parse_mapping",
     "read_checked_text",
+    "read_problem",
     "statement_digest",
 ]

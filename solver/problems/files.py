@@ -5,10 +5,20 @@ Accepted files (at most 1 MiB, UTF-8, an optional UTF-8 byte-order mark is dropp
 - ``.md``: optional YAML front matter between a first line ``---`` and a closing ``---`` (or
   ``...``) line, with the keys ``id``, ``title``, ``source``, ``answer`` (a short final answer),
   ``reference_solution``, ``grading_guidelines`` and ``points`` (a positive integer, default 7);
-  the body after it is the statement.
+  the body after it is the statement, less two things public repositories put around it
+  (:mod:`solver.problems.layout`): a leading ATX heading (``# IMO 2026 — Problem 1``) is the
+  title, unless the front matter names one (then it is kept as ``metadata["heading"]``), and a
+  trailing metadata line after a horizontal rule (``---`` then ``*Domain: algebra · Task:
+  proof_only*``) goes into ``metadata`` (keys lower-cased, spaces as ``_``).
 - ``.txt``: the whole file is the statement.
-- ``.tex``: the body of ``\\begin{document} ... \\end{document}`` when present, else the whole
-  file, is the statement.
+- ``.tex``: the document body (``\\begin{document} ... \\end{document}``, else the whole
+  file); in it, the one ``problem``, ``prob``, ``exercise`` or ``question`` environment is the
+  statement (its optional ``[...]`` argument the title), with any ``solution`` or ``proof``
+  environment inside it left out. Several such environments, or none beside ``\\maketitle``,
+  sectioning or a solution, is refused: which part is the problem cannot be told.
+
+A file that holds a solution write-up besides the statement (a ``## Solution`` heading, a
+``Proof.`` paragraph, a ``proof`` environment) loads with a warning (:func:`read_problem`).
 
 Without an ``id`` the file's stem is the id.
 
@@ -35,6 +45,7 @@ import os
 import re
 import stat
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,17 +54,27 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from solver._util.terminal import one_line
 from solver.errors import InputError
+from solver.problems.layout import (
+    MarkdownParts,
+    TexStructureError,
+    markdown_solution_sign,
+    plain_solution_sign,
+    split_markdown,
+    split_tex,
+)
 
 __all__ = [
     "FRONT_MATTER_KEYS",
     "MAX_PROBLEM_BYTES",
     "PROBLEM_EXTENSIONS",
+    "LoadedProblem",
     "Problem",
     "input_error",
     "load_problem",
     "normalise_statement",
     "read_checked_bytes",
     "read_checked_text",
+    "read_problem",
     "sha256_digest",
     "statement_digest",
 ]
@@ -74,7 +95,6 @@ DEFAULT_POINTS = 7
 _MAX_ID_CHARS = 200
 # Bytes that never occur in a text file; a NUL is the classic binary tell.
 _BINARY_BYTES = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")
-_TEX_DOCUMENT = re.compile(r"\\begin\{document\}(.*?)\\end\{document\}", re.DOTALL)
 
 
 def normalise_statement(text: str) -> str:
@@ -268,25 +288,72 @@ def read_checked_text(
     return data, text.removeprefix("\ufeff")
 
 
+@dataclass(frozen=True)
+class LoadedProblem:
+    """A problem file as read: the problem, and warnings about it for the user (each one
+    line, ``"PATH: what"``), such as a file that also holds a solution write-up."""
+
+    problem: Problem
+    warnings: tuple[str, ...] = ()
+
+
 def load_problem(path: Path) -> Problem:
     """Read one problem file (``.md``, ``.txt`` or ``.tex``); see the module docstring."""
+    return read_problem(path).problem
+
+
+def read_problem(path: Path) -> LoadedProblem:
+    """:func:`load_problem` with the file's warnings."""
     data, text = read_checked_text(path, extensions=PROBLEM_EXTENSIONS, max_bytes=MAX_PROBLEM_BYTES)
     suffix = path.suffix.lower()
     fields: dict[str, Any] = {}
+    metadata: dict[str, str] = {}
+    solution: str | None
     if suffix == ".md":
         fields, body = _split_front_matter(path, text)
+        parts = split_markdown(body)
+        if not normalise_statement(parts.statement) and parts.heading is not None:
+            parts = MarkdownParts(parts.heading, None, parts.metadata)  # a heading alone
+        body = parts.statement
+        if parts.heading is not None:
+            if fields.get("title") is None:
+                fields["title"] = parts.heading
+            else:
+                metadata["heading"] = parts.heading
+        metadata.update(parts.metadata)
+        solution = markdown_solution_sign(body)
     elif suffix == ".tex":
-        document = _TEX_DOCUMENT.search(text)
-        body = document.group(1) if document else text
+        try:
+            parts_tex = split_tex(text)
+        except TexStructureError as exc:
+            raise input_error(path, str(exc)) from None
+        body = parts_tex.statement
+        if parts_tex.title is not None:
+            fields["title"] = parts_tex.title
+        solution = parts_tex.solution
     else:
         body = text
+        solution = plain_solution_sign(body)
     if not normalise_statement(body):
         raise input_error(path, "empty statement")
     fields.setdefault("id", path.stem)
     try:
-        return Problem(statement=body, origin=str(path), original_bytes=data, **fields)
+        problem = Problem(
+            statement=body, origin=str(path), original_bytes=data, metadata=metadata, **fields
+        )
     except ValidationError as exc:
         raise input_error(path, _first_error(exc)) from None
+    warnings: tuple[str, ...] = ()
+    if solution is not None:
+        where = "sent to the model" if suffix != ".tex" else "left out of the statement"
+        warnings = (
+            one_line(
+                f"{path}: looks like a solution write-up ({solution}); that part is {where}"
+                + ("; move it to the front matter's reference_solution" if suffix == ".md" else ""),
+                MAX_ERROR_CHARS,
+            ),
+        )
+    return LoadedProblem(problem, warnings)
 
 
 def _split_front_matter(path: Path, text: str) -> tuple[dict[str, Any], str]:

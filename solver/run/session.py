@@ -79,6 +79,7 @@ class RunOutcome:
     run_dir: Path
     outcome: str
     result: RunResult
+    already_finished: bool = False  # resume found the run finished: nothing was done
 
 
 def _slug(text: str) -> str:
@@ -758,7 +759,7 @@ def finished_outcome(store: RunStore, state: RunState) -> RunOutcome:
         )
     except (OSError, ValueError):
         result = RunResult(outcome=state.outcome or "failed")
-    return RunOutcome(store.run_dir, str(state.outcome), result)
+    return RunOutcome(store.run_dir, str(state.outcome), result, already_finished=True)
 
 
 def read_state(run_dir: Path) -> tuple[RunReader, RunState]:

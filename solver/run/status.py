@@ -4,7 +4,7 @@ behind both `solver status` and `solver report`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from solver._util.clock import seconds_between
 from solver.loop.state import RunState
@@ -22,8 +22,22 @@ RunCondition = Literal[
 ]
 
 
+class SessionView(Protocol):
+    """What the classifier reads of a run: the folded :class:`RunState`, or what `solver runs`
+    reads off a finished run's journal tail without folding it."""
+
+    @property
+    def phase(self) -> str: ...
+    @property
+    def sessions(self) -> int: ...
+    @property
+    def session_open(self) -> bool: ...
+    @property
+    def session_end_reason(self) -> str: ...
+
+
 def run_condition(
-    state: RunState, holder: dict[str, Any] | None, writer: dict[str, Any]
+    state: SessionView, holder: dict[str, Any] | None, writer: dict[str, Any]
 ) -> RunCondition:
     """``holder`` is the live lock holder (None when the lock is free) and ``writer`` what the
     last writer left in the lock file."""
@@ -78,7 +92,7 @@ def run_status(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def _stopped(writer: dict[str, Any], state: RunState) -> str | None:
+def _stopped(writer: dict[str, Any], state: SessionView) -> str | None:
     """Why the last session's writer gave up, as it left it in the lock file."""
     if writer.get("session") != state.sessions:
         return None

@@ -44,6 +44,7 @@ from solver.store.errors import (
     UnsafeEntry,
 )
 from solver.store.journal import JournalScan, Record, scan_journal
+from solver.store.lock import WriterLock, lock_holder
 from solver.store.manifest import FORMAT, FORMATS, MASK, TIME_PATTERN, is_secret_key
 from solver.store.models import STORE_RECORD_TYPES, store_record_model, store_record_models
 from solver.store.reader import RunReader
@@ -78,6 +79,7 @@ __all__ = [
     "StorageFull",
     "StoreError",
     "UnsafeEntry",
+    "WriterLock",
     "canonical_json",
     "generate_key_pair",
     "hash_file",
@@ -88,6 +90,7 @@ __all__ = [
     "key_ids",
     "load_private_key",
     "load_public_key",
+    "lock_holder",
     "pae",
     "parse_digest",
     "parse_envelope",

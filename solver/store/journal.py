@@ -174,6 +174,8 @@ def find_torn_tail(data: bytes) -> TornTail | None:
         _decode(data[start:-1])
     except ValueError:
         return TornTail(start, data[start:])
+    except RecursionError:
+        return None  # JSON too deep to read, written whole: damage (scan_journal says so)
     return None
 
 

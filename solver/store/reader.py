@@ -3,6 +3,8 @@ report). It never writes, so it can look at a run while its writer is still appe
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
@@ -12,6 +14,7 @@ from solver.store._fs import (
     MAX_JOURNAL_BYTES,
     MAX_MANIFEST_BYTES,
     check_entry,
+    open_regular,
     read_regular,
     read_regular_or_empty,
 )
@@ -65,6 +68,31 @@ class RunReader:
         scan = scan_journal(data, self.manifest_digest)
         self.torn_tail = scan.torn
         return scan
+
+    def tail(self, max_bytes: int = 64 * 1024) -> list[dict[str, Any]]:
+        """The journal's last whole lines within its last ``max_bytes`` bytes, parsed, for a
+        quick look at a run's end (`solver runs`): not verified, and a line that does not
+        parse as a JSON object is skipped. The verified records are :meth:`records`."""
+        try:
+            with open_regular(self.journal_path, MAX_JOURNAL_BYTES) as handle:
+                size = os.fstat(handle.fileno()).st_size
+                start = max(0, size - max_bytes)
+                handle.seek(start)
+                data = handle.read(max_bytes)
+        except FileNotFoundError:
+            return []
+        lines = data.split(b"\n")
+        if start > 0:
+            lines = lines[1:]  # the first line is cut
+        found: list[dict[str, Any]] = []
+        for line in lines:
+            try:
+                value = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(value, dict):
+                found.append(value)
+        return found
 
     def records(self) -> Iterator[Record]:
         """The records in order. A torn tail is skipped (and left in ``torn_tail``); any

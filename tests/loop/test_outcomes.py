@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from solver.problems import load_problem
 from solver.testing import FakeEndpoint
 from tests.loop import scripts
 from tests.loop.harness import (
@@ -15,6 +16,7 @@ from tests.loop.harness import (
     result_of,
     solve,
     state_of,
+    write_problem,
 )
 
 
@@ -31,7 +33,11 @@ def test_solved_when_k_verifications_pass(tmp_path: Path) -> None:
     ]
     assert len(verifications) == 3
     assert all(c.facts.verdict == "pass" for c in verifications)
-    assert (outcome.run_dir / "final" / "proof.md").read_text().startswith("## Proof")
+    page = (outcome.run_dir / "final" / "proof.md").read_text()
+    head, _, proof = page.partition("\n---\n\n")
+    assert head.startswith("# Proof: ") and "**Accepted.**" in head and "NOT" not in head
+    assert "## Problem\n\n" + load_problem(write_problem(tmp_path)).statement in head
+    assert proof.startswith("## Proof")
     # The scripted proof answers "Not applicable" where the problem's answer is 2.
     assert result["answer_check"]["verdict"] in ("not_equivalent", "undecided")
     audit_ok(outcome.run_dir)
@@ -78,6 +84,11 @@ def test_call_budget_ends_in_partial(tmp_path: Path) -> None:
     assert outcome.outcome == "partial"
     assert result["score"] == 2
     assert result["budget_exhausted"]
+    # the best attempt was never accepted: the first lines of proof.md say so plainly
+    page = (outcome.run_dir / "final" / "proof.md").read_text()
+    assert result["selected"]["accepted"] is False
+    assert page.splitlines()[2].startswith("**NOT ACCEPTED. This proof did not pass")
+    assert "outcome: partial" in page.splitlines()[2] and "grader: 2/7" in page
     audit_ok(outcome.run_dir)
 
 

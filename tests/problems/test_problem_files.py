@@ -57,7 +57,8 @@ def test_markdown_without_front_matter_takes_the_stem(tmp_path: Path) -> None:
     assert loaded.id == "plain-markdown"
     assert loaded.points == 7
     assert loaded.answer is None
-    assert loaded.statement == "# Problem\n\n---\n\nProve it."
+    assert loaded.title == "Problem"  # the leading heading
+    assert loaded.statement == "---\n\nProve it."
 
 
 def test_front_matter_closed_by_dots_and_empty_front_matter(tmp_path: Path) -> None:
