@@ -38,7 +38,8 @@ BLOCKED = (
 
 # What must load offline: what goes over the wire, the typed records, the audit (it reads a
 # run's recorded bytes, never a network), the loop's state and policy (replay and decisions),
-# and the packages they stand on.
+# the report and the run's readers (status, the journal fold, the run's face), the test
+# doubles' face and those of them that speak only the wire, and the packages they stand on.
 PURE = (
     "solver.wire",
     "solver.records",
@@ -52,6 +53,10 @@ PURE = (
     "solver.answers",
     "solver.config",
     "solver.errors",
+    "solver.report",
+    "solver.run",
+    "solver.run.status",
+    "solver.run.journal",
 )
 
 _CHILD = """
@@ -89,6 +94,25 @@ def _import_blocked(module: str) -> subprocess.CompletedProcess[str]:
 def test_pure_module_imports_without_network_libraries(module: str) -> None:
     result = _import_blocked(module)
     assert result.returncode == 0, result.stderr.strip().splitlines()[-1:]
+
+
+def test_the_run_face_hands_out_the_session_only_on_use() -> None:
+    """The run's face is pure until a caller asks for what drives a run: then the session,
+    and with it the model client, load (so the lazy face is not a face that lost them)."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, solver.run as r; r.start_run; print('httpx' in sys.modules)",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
 
 
 def test_the_blocker_refuses_the_model_client() -> None:

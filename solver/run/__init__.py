@@ -1,24 +1,53 @@
-"""The face of solver.run: what other packages import from it."""
+"""The face of solver.run: what other packages import from it.
+
+Reading a run back (its manifest, its journal folded into state, its condition, the policy
+its settings give, the listing and removal of runs) is pure and loads eagerly. Driving one
+(``session``) and checking its endpoint first (``preflight``) take the model client and its
+HTTP stack, so their names load on first use (PEP 562): ``solver report``, ``solver status``
+and the evaluation's readers import this face without httpx.
+"""
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING
+
+from solver.run.journal import read_state, typed_record
 from solver.run.listing import RunRow, list_runs, read_run_row
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
-from solver.run.preflight import preflight
+from solver.run.policy_settings import policy_config
 from solver.run.removal import check_removable, older_than, parse_age, remove_run
-from solver.run.session import (
-    ProgressFactory,
-    RunOutcome,
-    Seams,
-    open_run,
-    policy_config,
-    read_state,
-    resume_run,
-    start_run,
-    typed_record,
-)
 from solver.run.sources import resolve_endpoint, resume_endpoint, role_endpoints
 from solver.run.status import RunCondition, run_condition, run_status, wall_seconds
+
+if TYPE_CHECKING:
+    from solver.run.preflight import preflight
+    from solver.run.session import (
+        ProgressFactory,
+        RunOutcome,
+        Seams,
+        open_run,
+        resume_run,
+        start_run,
+    )
+
+# The names that drive a run or call its endpoint, from the modules that take the model client.
+_LAZY = {
+    "ProgressFactory": "solver.run.session",
+    "RunOutcome": "solver.run.session",
+    "Seams": "solver.run.session",
+    "open_run": "solver.run.session",
+    "resume_run": "solver.run.session",
+    "start_run": "solver.run.session",
+    "preflight": "solver.run.preflight",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ProgressFactory",

@@ -23,8 +23,8 @@ from solver._util.terminal import one_line
 from solver.loop.policy import grade_of
 from solver.loop.state import RunState
 from solver.records import Manifest
+from solver.run.journal import read_state
 from solver.run.manifest import read_manifest
-from solver.run.session import read_state
 from solver.run.status import run_condition, wall_seconds
 from solver.store import RunReader, read_regular
 

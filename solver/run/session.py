@@ -4,26 +4,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 from solver import roles
 from solver._util.clock import seconds_between, utc_stamp
 from solver._util.masking import mask_argv, mask_url
-from solver.config import CHECKER, CHECKER_FINAL_VERIFICATIONS, ResolvedSettings, Settings
+from solver.config import ResolvedSettings, Settings
 from solver.errors import (
     EndpointUnavailable,
     InputError,
     ModelChanged,
     NotFound,
-    RunCorrupt,
     no_room,
 )
 from solver.identity import code_identity, host_name, new_run_id
@@ -39,25 +35,23 @@ from solver.loop.engine import (
     wait_for_endpoint,
 )
 from solver.loop.finish import write_finish
-from solver.loop.policy import GIVEN, PolicyConfig, rival_lineage
-from solver.loop.state import RunState, reviews_of
+from solver.loop.policy import GIVEN, rival_lineage
+from solver.loop.state import RunState
 from solver.problems import Problem
 from solver.records import (
-    LOOP_RECORD_TYPES,
-    RECORD_VERSION,
     ArtifactPut,
     Decision,
     EndpointProbed,
-    LoopRecord,
     NetConnect,
     RunResult,
     SessionEnded,
     SessionEndReason,
     SessionStarted,
-    parse_loop_record,
 )
 from solver.run.endpoint_notes import endpoint_notes
+from solver.run.journal import collector_paused, fold, read_state, reviews_in
 from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
+from solver.run.policy_settings import policy_config
 from solver.run.sources import (
     resolve_endpoint,
     resume_endpoint,
@@ -66,9 +60,6 @@ from solver.run.sources import (
     settings_role,
 )
 from solver.store import (
-    STORE_RECORD_TYPES,
-    Record,
-    RunReader,
     RunStore,
     holds_only_create_leftovers,
 )
@@ -84,130 +75,6 @@ class RunOutcome:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "problem"
-
-
-def policy_config(
-    settings: Settings, *, evaluation: bool, material: bool, scheme: bool = False
-) -> PolicyConfig:
-    """``scheme``: the problem has a reference solution but no grading guidelines, so a
-    marking scheme may be drafted (when ``grading.draft_scheme`` is on)."""
-    acceptance = settings.acceptance
-    grading = settings.grading
-    checker = has_checker(settings)
-    chosen = chosen_variants(settings)
-    variants = len(chosen["verifier"])
-    rounds = [("verifier", "acceptance.verifications", acceptance.verifications)]
-    if checker:  # the checker's final round is its own requests
-        rounds.append((CHECKER, "acceptance.final_verifications", final_round(settings)))
-    for role, key, size in rounds:
-        if settings.role(role).temperature == 0 and size > variants:
-            # at temperature 0, two verifications of one variant are the same request twice
-            raise InputError(
-                f"roles.{role}.temperature is 0 and {key} is {size}: only {variants} "
-                f"verifier variants exist, so {size - variants} verifications would repeat "
-                f"another byte for byte; raise the temperature or lower {key}"
-            )
-    return PolicyConfig(
-        candidates=settings.candidates,
-        verifications=acceptance.verifications,
-        accepted_needed=acceptance.accepted_needed,
-        max_failed_rounds=acceptance.max_failed_rounds,
-        max_lineages=_lineage_cap(settings),
-        abandon_on_recurring=acceptance.abandon_on_recurring,
-        reverify_no_verdict=acceptance.reverify_no_verdict,
-        max_verifications=acceptance.max_verifications or 0,
-        overturned_fail_passes=acceptance.overturned_fail_passes,
-        verify_stage=acceptance.verify_stage,
-        cancel_on_blocking=acceptance.cancel_on_blocking,
-        review=acceptance.review,
-        review_minor_on_pass=acceptance.review_minor_on_pass,
-        recurrence_rounds=acceptance.recurrence_rounds,
-        focus_after_accept=acceptance.focus_after_accept,
-        start_lineages=acceptance.start_lineages,
-        best_version=acceptance.best_version,
-        self_improve=acceptance.self_improve,
-        restart_from_pool=acceptance.restart_from_pool,
-        refine_from_pool=acceptance.refine_from_pool,
-        recombine=acceptance.recombine,
-        final_verifications=final_round(settings),
-        checks_by_checker=checker,
-        recheck_answers=acceptance.recheck_answers,
-        answers_agree=acceptance.answers_agree,
-        pairwise_selection=acceptance.pairwise_selection,
-        final_grades=acceptance.final_grades,
-        wall_clock_s=settings.budget.wall_clock_s,
-        total_tokens=settings.budget.total_tokens,
-        calls=settings.budget.calls,
-        evaluation=evaluation,
-        evaluation_graders=settings.grading.evaluation_graders,
-        evaluation_material=material,
-        reconcile_spread=settings.grading.reconcile_spread,
-        given_verifications=grading.given_verifications,
-        reconcile=grading.reconcile,
-        aggregation=grading.aggregation,
-        grading_scale=grading.scale,
-        draft_scheme=scheme and grading.draft_scheme,
-        variants=chosen,
-    )
-
-
-# The roles whose calls take the prompt variants in turn, so a run may choose among them.
-ROTATING_ROLES = ("generator", "verifier")
-
-
-def chosen_variants(settings: Settings) -> dict[str, tuple[str, ...]]:
-    """Each policy key's prompt variants, in turn order: those ``roles.<role>.variants``
-    names for the generator and the verifier (and the keys that use their templates), every
-    variant that ships otherwise. InputError for a name no variant has, or for a role whose
-    variant the policy picks itself."""
-    chosen = {name: roles.get_role(name).variants for name in roles.POLICY_KEYS}
-    for role, role_settings in settings.roles.items():
-        names = role_settings.variants
-        if names is None:
-            continue
-        if role not in ROTATING_ROLES:
-            raise InputError(
-                f"roles.{role}.variants: only {' and '.join(ROTATING_ROLES)} calls take "
-                "variants in turn; remove the setting"
-            )
-        known = chosen[role]
-        unknown = [name for name in names if name not in known]
-        if unknown or len(set(names)) != len(names):
-            raise InputError(
-                f"roles.{role}.variants {names!r}: each must be one of {', '.join(known)}, "
-                "named once"
-            )
-        for key in chosen:
-            if key == role or key.startswith(f"{role}:"):
-                chosen[key] = tuple(names)
-    return chosen
-
-
-def _lineage_cap(settings: Settings) -> int:
-    """How many lineages may be started: as set; else, when the budget drives the search,
-    as many as a budget allows (the budget ends the search, not a count); else 3 x candidates."""
-    acceptance, budget = settings.acceptance, settings.budget
-    if acceptance.max_lineages is not None:
-        return acceptance.max_lineages
-    has_budget = any(
-        b is not None for b in (budget.wall_clock_s, budget.total_tokens, budget.calls)
-    )
-    if acceptance.lineages_follow_budget and has_budget:
-        return 1_000_000
-    return 3 * settings.candidates
-
-
-def has_checker(settings: Settings) -> bool:
-    """Whether the later checks run on a checker of another family (``roles.checker``)."""
-    return bool(settings.role(CHECKER).endpoint)
-
-
-def final_round(settings: Settings) -> int:
-    """The final round's size: as set, else a checker's default when one is configured."""
-    chosen = settings.acceptance.final_verifications
-    if chosen is not None:
-        return chosen
-    return CHECKER_FINAL_VERIFICATIONS if has_checker(settings) else 0
 
 
 def floor_for(settings: Settings) -> Callable[[str], int]:
@@ -235,68 +102,18 @@ def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[s
     return sampling
 
 
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Folding a long journal allocates a few objects per record and frees none of them, so
-    the cyclic collector would only rescan them again and again (about half the time of a
-    100k-record resume). Nothing folded forms a cycle; pausing it loses nothing."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def open_run(run_dir: Path, signing_key: Path | None = None) -> tuple[RunStore, RunState]:
     """Take the run's writer lock, repair and verify its journal, fold it into state."""
     if not (run_dir / "MANIFEST.json").is_file():
         raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
-    with _collector_paused():
+    with collector_paused():
         store = RunStore.open(run_dir, signing_key=signing_key)
         try:
-            state = fold(store.records(), reviews=reviews_of(_resolved(store.manifest)))
+            state = fold(store.records(), reviews=reviews_in(store.manifest))
         except BaseException:
             store.close()
             raise
     return store, state
-
-
-def fold(records: Iterator[Record], *, reviews: bool = True) -> RunState:
-    """RunState from journal records, each read into its typed record. Versions newer than
-    this solver reads are refused; a line that is not its type's record is a damaged run.
-    ``reviews``: the run's ``acceptance.review`` (``reviews_of`` its manifest)."""
-    state = RunState(reviews=reviews)
-    for rec in records:
-        typed = typed_record(rec)
-        if typed is not None:
-            state.apply(typed, rec.t)
-    return state
-
-
-def typed_record(rec: Record) -> LoopRecord | None:
-    """The loop's record a journal line holds; None for the store's own lines. A type
-    neither the store nor the loop knows, or a loop type at another version, is refused as
-    the audit refuses it (exit 65): a newer solver's record, or damage."""
-    if rec.type not in LOOP_RECORD_TYPES:
-        if rec.type in STORE_RECORD_TYPES:
-            return None
-        raise RunCorrupt(
-            f"record {rec.seq} has type {rec.type!r}, which this solver does not know: "
-            "upgrade olympiad-solver, or run `solver audit` on the run"
-        )
-    if rec.v != RECORD_VERSION:
-        raise RunCorrupt(
-            f"record {rec.seq} ({rec.type}) has version {rec.v}; this solver reads "
-            f"{RECORD_VERSION}: upgrade olympiad-solver to continue this run"
-        )
-    try:
-        return parse_loop_record(rec.type, rec.v, rec.data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        at = ".".join(str(part) for part in first["loc"]) or "(top)"
-        raise RunCorrupt(f"record {rec.seq} ({rec.type}): {at}: {first['msg']}") from None
 
 
 ProgressFactory = Callable[[RunState, Callable[[], float]], RunProgress]
@@ -760,16 +577,3 @@ def finished_outcome(store: RunStore, state: RunState) -> RunOutcome:
     except (OSError, ValueError):
         result = RunResult(outcome=state.outcome or "failed")
     return RunOutcome(store.run_dir, str(state.outcome), result, already_finished=True)
-
-
-def read_state(run_dir: Path) -> tuple[RunReader, RunState]:
-    if not (run_dir / "MANIFEST.json").is_file():
-        raise NotFound(f"{run_dir}: not a run directory (no MANIFEST.json)")
-    reader = RunReader(run_dir)
-    with _collector_paused():
-        return reader, fold(reader.records(), reviews=reviews_of(_resolved(reader.manifest)))
-
-
-def _resolved(manifest: dict[str, Any]) -> Any:
-    config = manifest.get("config")
-    return config.get("resolved") if isinstance(config, dict) else None

@@ -8,7 +8,7 @@ from typing import Any, Literal, Protocol
 
 from solver._util.clock import seconds_between
 from solver.loop.state import RunState
-from solver.run.session import read_state
+from solver.run.journal import read_state
 
 RunCondition = Literal[
     "running",  # a live writer holds the lock

@@ -234,7 +234,7 @@ def test_config_show_off_a_terminal_keeps_whole_sources(
 
 
 def test_a_checker_brings_a_final_round_unless_one_is_set(tmp_path: Path) -> None:
-    from solver.run.session import final_round
+    from solver.run.policy_settings import final_round
 
     def size(flags: dict[str, object]) -> int:
         return final_round(resolve_settings(env={}, cwd=tmp_path, flags=flags).settings)

@@ -16,7 +16,7 @@ import pytest
 
 from solver.config import resolve_settings
 from solver.loop.policy import PolicyConfig
-from solver.run.session import policy_config
+from solver.run import policy_config
 from solver.testing import LabModel, ProblemParams, RecordedRequest, RoleParams
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from solver._util.clock import seconds_between
 from solver.config import resolve_settings
 from solver.errors import EndpointUnavailable
 from solver.run import run_status
-from solver.run.session import seconds_between
 from solver.store import RunReader
 from solver.testing import FakeEndpoint
 from tests.loop import scripts
