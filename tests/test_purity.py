@@ -57,6 +57,12 @@ PURE = (
     "solver.run",
     "solver.run.status",
     "solver.run.journal",
+    "solver.testing",
+    "solver.testing.fake_endpoint",
+    "solver.testing.fake_wire",
+    "solver.testing.fake_sglang",
+    "solver.testing.lab_model",
+    "solver.testing.virtual_gpu",
 )
 
 _CHILD = """
