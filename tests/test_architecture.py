@@ -87,9 +87,6 @@ def test_one_top_level_package() -> None:
 # import `solver.loop.state`, `solver.loop.engine`, ... by name. `cli` is the top (only
 # `solver.__main__` enters it) and `_util` holds the leaves every package shares.
 NO_FACE = frozenset({"solver.loop", "solver.cli", "solver._util"})
-# Not yet enforced for `serve`: its CLI imports names that mean something only beside their
-# module (`minimums.describe`, `launch.pip_requirements`) from the submodules, lazily per verb.
-FACES_PENDING = frozenset({"solver.serve"})
 _FROM_FACE = re.compile(r"from (\S+) import ")
 
 
@@ -120,7 +117,7 @@ def face_violations(graph: grimp.ImportGraph) -> list[str]:
             continue
         package = _package_of(imported)
         owner = _private_owner(imported)
-        faced = package not in NO_FACE | FACES_PENDING
+        faced = package not in NO_FACE
         for importer in sorted(graph.find_modules_that_directly_import(imported)):
             if owner is not None and not _inside(importer, owner):
                 found.append(f"{importer} -> {imported} (private to {owner})")

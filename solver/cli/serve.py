@@ -29,7 +29,7 @@ def group() -> None:
 @reports_errors
 def recipes_command(as_json: bool) -> None:
     """List the deployment recipes."""
-    from solver.serve.recipe import all_recipes
+    from solver.serve import all_recipes
 
     recipes = all_recipes()
     if as_json:
@@ -65,10 +65,14 @@ def recipes_command(as_json: bool) -> None:
 def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_only: bool) -> None:
     """Print the exact argv, environment and container command of RECIPE, after validation."""
     from solver.errors import ConfigError
-    from solver.serve.launch import pip_requirements
-    from solver.serve.minimums import describe, gfx950_floor, minimum_sglang
-    from solver.serve.recipe import load_recipe, render
-    from solver.serve.validate import errors_of, validate_deployment
+    from solver.serve import (
+        errors_of,
+        load_recipe,
+        minimums,
+        pip_requirements,
+        render,
+        validate_deployment,
+    )
 
     deployment = render(load_recipe(recipe), list(overrides))
     findings = validate_deployment(deployment)
@@ -84,13 +88,13 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
         # one requirement a line, for `| xargs pip install` (no shell globbing of [all])
         click.echo("\n".join(requirements))
     elif as_json:
-        floor = minimum_sglang(deployment)
+        floor = minimums.minimum_sglang(deployment)
         payload: dict[str, Any] = {
             "recipe": recipe,
             "sglang_version": deployment.recipe.sglang_version,
             "image": deployment.recipe.image,
             # what an image must carry on gfx950 (the Block-FP8 fixes); None elsewhere
-            "gfx950_image_floor": gfx950_floor(deployment),
+            "gfx950_image_floor": minimums.gfx950_floor(deployment),
             "min_sglang_version": floor.version,
             "min_sglang_needs": list(floor.needs),
             "pip": requirements,
@@ -113,7 +117,7 @@ def command_command(recipe: str, overrides: tuple[str, ...], as_json: bool, pip_
         click.echo(f"# {r.name}: {r.title}")
         click.echo(f"# hardware: {r.hardware}")
         click.echo(f"# SGLang {r.sglang_version}, image {r.image}")
-        for line in describe(deployment):
+        for line in minimums.describe(deployment):
             click.echo(f"# {line}")
         click.echo(f"# install: pip install {_shell(tuple(requirements))}")
         for p in deployment.processes:
@@ -145,7 +149,7 @@ def _stop_on_signals(supervisor: Any) -> None:
 
 
 def _policy(startup_timeout: float, liveness_interval: float) -> Any:
-    from solver.serve.supervisor import Policy
+    from solver.serve import Policy
 
     return Policy(startup_timeout=startup_timeout, liveness_interval=liveness_interval)
 
@@ -193,8 +197,7 @@ def up_command(
     liveness_interval: float,
 ) -> None:
     """Start RECIPE under supervision; Ctrl-C stops the whole process tree."""
-    from solver.serve.launch import pick_process, plan_recipe, run_plan
-    from solver.serve.recipe import load_recipe, render
+    from solver.serve import load_recipe, pick_process, plan_recipe, render, run_plan
 
     deployment = render(load_recipe(recipe), list(overrides))
     process = pick_process(deployment, process_label)
@@ -239,7 +242,7 @@ def supervise_command(
 
     solver serve supervise --url http://127.0.0.1:8000 -- vllm serve MODEL ...
     """
-    from solver.serve.launch import plan_command, run_plan
+    from solver.serve import plan_command, run_plan
 
     plan = plan_command(list(argv), url, name, kind="router" if router else "server")
     supervisor = run_plan(
@@ -348,15 +351,9 @@ def check_command(
     timeout: float,
 ) -> None:
     """Canary probes for numerics that pass short prompts and fail long reasoning."""
-    from solver.serve.canary import (
-        CanaryOptions,
-        apply_baseline,
-        load_baseline,
-        render_table,
-        run_canary,
-    )
+    from solver.serve import CanaryOptions, canary, run_canary
 
-    old = load_baseline(baseline) if baseline is not None else None
+    old = canary.load_baseline(baseline) if baseline is not None else None
     options = CanaryOptions(
         repeats=repeats,
         batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
@@ -373,13 +370,13 @@ def check_command(
     )
     report = run_canary(_endpoint_or_descriptor(endpoint), options)
     if old is not None and baseline is not None:
-        apply_baseline(report, old, str(baseline))
+        canary.apply_baseline(report, old, str(baseline))
     if save_baseline is not None:
         _json_out(report.as_json(), save_baseline)
     if as_json:
         _json_out(report.as_json(), None)
     else:
-        click.echo(render_table(report))
+        click.echo(canary.render_table(report))
     if not report.passed:
         sys.exit(1)
 
@@ -443,15 +440,7 @@ def bench_command(
     thinking_budget: int | None,
 ) -> None:
     """Concurrency sweep: total output tok/s, P90 per-user tok/s, TTFT, errors."""
-    from solver.serve.bench import (
-        BenchOptions,
-        empty_levels,
-        load_dataset,
-        plot,
-        render_table,
-        run_bench,
-        summary_json,
-    )
+    from solver.serve import BenchOptions, bench, load_dataset, run_bench, summary_json
 
     options = BenchOptions(
         concurrency=_int_list(concurrency, "--concurrency"),
@@ -484,12 +473,12 @@ def bench_command(
     if out is not None:
         _json_out(summary, out)
     if plot_path is not None:
-        plot(results, plot_path)
+        bench.plot(results, plot_path)
     if as_json:
         _json_out(summary, None)
     else:
-        click.echo(render_table(results))
-    empty = empty_levels(results)
+        click.echo(bench.render_table(results))
+    empty = bench.empty_levels(results)
     for level in empty:
         click.echo(f"error: {level.endpoint} c{level.concurrency}: no request completed", err=True)
     if empty or any(level.failed for level in results):
@@ -510,8 +499,7 @@ def validate_command(
 ) -> None:
     """Check any SGLang command line: solver serve validate [--version V] -- --tp-size 8 ..."""
     from solver.errors import ConfigError, NotFound
-    from solver.serve.option_table import available_versions
-    from solver.serve.validate import errors_of, validate_args
+    from solver.serve import available_versions, errors_of, validate_args
 
     tool = router_tool if router else "sglang"
     versions = available_versions(tool)
