@@ -18,14 +18,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from solver import roles
 from solver.audit.base import AuditContext, Check, Status, capped
 from solver.audit.records import digest_of, read_blob, records_of, row_about
-from solver.loop.contexts import ContextBuilder
+from solver.loop.contexts import DERIVED_SUFFIX, ContextBuilder
 from solver.loop.policy import final_versions
 from solver.loop.state import CallState, RunState, reviews_of
 from solver.problems import Problem
@@ -39,7 +38,6 @@ from solver.wire import (
 )
 
 # Material from the organisers, or drafted from it: evaluation calls only, after the solve phase.
-REFERENCE_KINDS = ("reference_solution", "grading_guidelines", "marking_scheme")
 REDERIVED_KINDS = ("proof_text", "verification_report", "marking_scheme", "grader_judgments")
 TERMINAL_ATTEMPT = ("llm.completed", "llm.failed", "llm.abandoned")
 TERMINAL_CALL = ("call.completed", "call.failed", "call.cancelled")
@@ -189,14 +187,6 @@ class _DigestOnlyStore:
         return BlobRef(digest=digest_of(data), size=len(data))
 
 
-# Derived input kind -> (the role whose call it feeds, the artifact name's suffix).
-DERIVED = {
-    "confirmed_findings": ("reviser", ".findings"),
-    "pooled_proofs": ("reviser:recombine", ".pool"),
-    "anonymised_proofs": ("selector", ".proofs"),
-}
-
-
 class _Rederiver:
     """Folds the journal as the engine did and rebuilds each derived input, at the point it
     was recorded, with the loop's own ContextBuilder (so the audit cannot drift from it)."""
@@ -231,23 +221,23 @@ class _Rederiver:
         """Why the recorded derived artifact is not the one the loop derives, or None."""
         if self.broken or self.builder is None:
             return f"cannot be re-derived: {self.broken}"
-        role, suffix = DERIVED[data["kind"]]
+        kind = str(data["kind"])
+        suffix = DERIVED_SUFFIX[kind]
         call_id = str(data["artifact"]).removesuffix(suffix)
         call: CallState | None = self.state.calls.get(call_id)
-        if call is None or call.role != role or not str(data["artifact"]).endswith(suffix):
-            return f"names no {role} call"
-        builds: dict[str, Callable[[CallState], Any]] = {
-            "reviser": self.builder._confirmed_findings_artifact,
-            "reviser:recombine": self.builder._pooled_proofs_artifact,
-            "selector": self.builder._anonymised_proofs_artifact,
-        }
-        build = builds[role]
+        # the call must be of a role whose Inputs declare the kind (one role per derived kind)
+        if (
+            call is None
+            or kind not in roles.ISOLATION_POLICY.get(call.role, ())
+            or not str(data["artifact"]).endswith(suffix)
+        ):
+            return f"names no {_taker(kind)} call"
         try:
-            if role == "selector":
+            if kind == "anonymised_proofs":
                 why = _shown_problem(self.state, call, self.builder.shown_to(call))
                 if why is not None:
                     return why
-            expected = build(call).model_dump(mode="json")
+            expected = self.builder.derived_artifact(kind, call).model_dump(mode="json")
         except (AssertionError, KeyError, TypeError, ValueError, IndexError) as exc:
             return f"cannot be re-derived from the journal ({exc!r:.80})"
         if expected["blob"]["blob"] != data["blob"]["blob"]:
@@ -255,6 +245,11 @@ class _Rederiver:
         if expected["producer"] != data.get("producer"):
             return f"names producer {data.get('producer')}, not {expected['producer']}"
         return None
+
+
+def _taker(kind: str) -> str:
+    """The roles whose Inputs declare ``kind``, for a message."""
+    return " or ".join(sorted(r for r, kinds in roles.ISOLATION_POLICY.items() if kind in kinds))
 
 
 def _shown_problem(state: RunState, call: CallState, shown: list[tuple[str, int]]) -> str | None:
@@ -285,7 +280,7 @@ def _check_link(
     kind = link["kind"]
     if kind not in allowed:
         fail(f"{call_id}: role {role} may not see {kind}", rec)
-    if kind in DERIVED and link["artifact"] != call_id + DERIVED[kind][1]:
+    if kind in DERIVED_SUFFIX and link["artifact"] != call_id + DERIVED_SUFFIX[kind]:
         fail(f"{call_id}: input {link['artifact']} was derived for another call", rec)
     source = artifacts.get(link["artifact"])
     if source is None:
@@ -294,7 +289,7 @@ def _check_link(
     if source["blob"]["blob"] != link["blob"] or source["kind"] != kind:
         fail(f"{call_id}: input {link['artifact']} is not the recorded one", rec)
     in_evaluation = calls.get(call_id, {}).get("phase") == "evaluate"
-    if kind in REFERENCE_KINDS and not (solve_ended and in_evaluation):
+    if kind in roles.REFERENCE_KINDS and not (solve_ended and in_evaluation):
         fail(f"{call_id}: {kind} reached a call before the solve phase ended", rec)
 
 
@@ -364,7 +359,7 @@ def check_isolation(ctx: AuditContext) -> list[Check]:
                         f"producer {data['producer']} returned, stripped",
                         rec,
                     )
-            elif data["kind"] in DERIVED:
+            elif data["kind"] in DERIVED_SUFFIX:
                 rebuilt += 1
                 why = rederiver.mismatch(data)
                 if why is not None:

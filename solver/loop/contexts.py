@@ -41,18 +41,21 @@ from solver.records import (
     NotUsedFacts,
     ProofFacts,
 )
-from solver.roles import grader, reviewer, reviser, rubric_writer, selector, verifier
+from solver.roles import generator, grader, reviewer, reviser, rubric_writer, selector, verifier
 from solver.store import BlobRef, RunStore
 from solver.wire import Completion
 
 # A cautious bytes-per-token ratio for budget estimates (English and LaTeX run nearer four).
 BYTES_PER_TOKEN = 3
-# The organisers' material each evaluation role is shown when the run has it.
-_MATERIAL: dict[str, tuple[str, ...]] = {
-    "grader:evaluation": ("reference_solution", "grading_guidelines", "marking_scheme"),
-    "grader:rejudge": ("reference_solution", "grading_guidelines", "marking_scheme"),
-    "grader:reconcile": ("reference_solution", "grading_guidelines"),
+# The inputs the loop derives from recorded output rather than reads, each stored as an
+# artifact of its own, named the call's id plus this suffix, so the audit can rebuild it.
+DERIVED_SUFFIX: dict[str, str] = {
+    "confirmed_findings": ".findings",
+    "pooled_proofs": ".pool",
+    "anonymised_proofs": ".proofs",
 }
+# The calls whose proof is the version they start from (their target names it), not their own.
+_REVISING = frozenset({reviser.NAME, generator.IMPROVE})
 
 
 def tokens_estimate(size: int) -> int:
@@ -149,72 +152,33 @@ class ContextBuilder:
     # ------------------------------------------------------------ building contexts
 
     def build(self, call: CallState) -> BuiltContext:
-        links = {"problem_statement": [self._link("problem_statement", "problem")]}
-        fields: dict[str, Any] = {"problem_statement": self.text("problem")}
+        """The call's inputs, field by field as its role's ``Inputs`` declares them. That
+        declaration is the one statement of what a role may see (the isolation policy and
+        the audit read it too); this says only where each declared field's text comes from."""
+        fields: dict[str, Any] = {}
+        links: dict[str, list[InputLink]] = {}
         new: list[ArtifactPut] = []
         role = call.role
-        if role in (
-            "verifier",
-            "verifier:check",
-            "reviewer",
-            "reviser",
-            "generator:improve",
-            "grader",
-            "grader:evaluation",
-            "grader:reconcile",
-            "grader:rejudge",
-        ):
-            lineage, version = call.lineage, call.version
-            if role in ("reviser", "generator:improve") and call.lineage is not None:
-                lineage, version = revision_source(call.target, call.lineage) or (lineage, version)
-            proof = self._proof_artifact(lineage, version)
-            fields["proof_text"] = self.text(proof)
-            links["proof_text"] = [self._link("proof_text", proof)]
-        if role == "reviewer":
-            report = f"{call.target}.report"
-            fields["verification_report"] = self.text(report)
-            links["verification_report"] = [self._link("verification_report", report)]
-        elif role == "reviser":
-            new.append(self._confirmed_findings_artifact(call))
-        elif role == "reviser:recombine":
-            new.append(self._pooled_proofs_artifact(call))
-        if role in ("grader:evaluation", "grader:reconcile", "grader:rejudge", "rubric_writer"):
-            material = ("reference_solution",) if role == "rubric_writer" else _MATERIAL[role]
-            for kind in material:
-                if kind in self.state.artifacts:
-                    fields[kind] = self.text(kind)
-                    links[kind] = [self._link(kind, kind)]
-        if role == "grader:rejudge":
-            own = f"{call.target}.judgment"
-            others = sorted(
-                a
-                for a, info in self.state.artifacts.items()
-                if info.kind == "grader_judgments" and a != own
-            )
-            fields["own_judgment"] = self.text(own)
-            fields["other_judgments"] = tuple(self.text(a) for a in others)
-            links["own_judgment"] = [self._link("grader_judgments", own)]
-            links["other_judgments"] = [self._link("grader_judgments", a) for a in others]
-        elif role == "grader:reconcile":
-            judgments = sorted(
-                a for a, info in self.state.artifacts.items() if info.kind == "grader_judgments"
-            )
-            fields["grader_judgments"] = tuple(self.text(a) for a in judgments)
-            links["grader_judgments"] = [self._link("grader_judgments", a) for a in judgments]
-        elif role == "selector":
-            new.append(self._anonymised_proofs_artifact(call))
-        for artifact in new:
-            if artifact.kind == "confirmed_findings":
-                fields["confirmed_findings"] = self._texts[artifact.artifact]
-            elif artifact.kind == "pooled_proofs":
-                fields["pooled_proofs"] = tuple(json.loads(self._texts[artifact.artifact]))
+        for name, kind in roles.get_role(role).inputs_model.KINDS.items():
+            if kind in DERIVED_SUFFIX:
+                artifact = self.derived_artifact(kind, call)
+                new.append(artifact)
+                text = self._texts[artifact.artifact]
+                fields[name] = text if kind == "confirmed_findings" else tuple(json.loads(text))
+                links[name] = [
+                    InputLink(kind=kind, artifact=artifact.artifact, blob=artifact.blob.blob)
+                ]
+                continue
+            source = self._source(call, name, kind)
+            if source is None:
+                continue  # organisers' material this problem does not have
+            if isinstance(source, list):
+                fields[name] = tuple(self.text(a) for a in source)
+                links[name] = [self._link(kind, a) for a in source]
             else:
-                fields["anonymised_proofs"] = tuple(json.loads(self._texts[artifact.artifact]))
-            links[artifact.kind] = [
-                InputLink(kind=artifact.kind, artifact=artifact.artifact, blob=artifact.blob.blob)
-            ]
-        spec = roles.get_role(role)
-        inputs = spec.inputs_model.model_validate(fields)
+                fields[name] = self.text(source)
+                links[name] = [self._link(kind, source)]
+        inputs = roles.get_role(role).inputs_model.model_validate(fields)
         messages = roles.render(role, call.variant, inputs)
         templates = roles.template_digests()
         return BuiltContext(
@@ -226,6 +190,41 @@ class ContextBuilder:
             links=links,
             new_artifacts=new,
         )
+
+    def _source(self, call: CallState, name: str, kind: str) -> str | list[str] | None:
+        """The recorded artifact(s) a declared input field is read from; None for optional
+        material the run lacks."""
+        if kind == "problem_statement":
+            return "problem"
+        if kind == "proof_text":
+            lineage, version = call.lineage, call.version
+            if call.role in _REVISING and call.lineage is not None:
+                lineage, version = revision_source(call.target, call.lineage) or (lineage, version)
+            return self._proof_artifact(lineage, version)
+        if kind == "verification_report":
+            return f"{call.target}.report"
+        if kind in roles.REFERENCE_KINDS:
+            return kind if kind in self.state.artifacts else None
+        if kind == "grader_judgments":
+            own = f"{call.target}.judgment"
+            if name == "own_judgment":
+                return own
+            every = sorted(
+                a for a, info in self.state.artifacts.items() if info.kind == "grader_judgments"
+            )
+            return [a for a in every if a != own] if name == "other_judgments" else every
+        raise ValueError(f"{call.call_id}: no source for input {name} ({kind})")
+
+    def derived_artifact(self, kind: str, call: CallState) -> ArtifactPut:
+        """The input of ``kind`` (one of DERIVED_SUFFIX) the loop derives for ``call`` from
+        the folded journal; the audit rebuilds each recorded one with this."""
+        if kind == "confirmed_findings":
+            return self._confirmed_findings_artifact(call)
+        if kind == "pooled_proofs":
+            return self._pooled_proofs_artifact(call)
+        if kind == "anonymised_proofs":
+            return self._anonymised_proofs_artifact(call)
+        raise ValueError(f"{kind} is not a derived input")
 
     def _confirmed_findings_artifact(self, call: CallState) -> ArtifactPut:
         assert call.lineage is not None and call.target is not None

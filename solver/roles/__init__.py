@@ -27,6 +27,7 @@ from solver.roles import generator, grader, reviewer, reviser, rubric_writer, se
 from solver.roles.base import (
     FORBIDDEN_EVERYWHERE,
     INPUT_KINDS,
+    REFERENCE_KINDS,
     InputKind,
     Kind,
     RoleInputs,
@@ -65,6 +66,7 @@ __all__ = [
     "INPUT_KINDS",
     "ISOLATION_POLICY",
     "POLICY_KEYS",
+    "REFERENCE_KINDS",
     "ROLE_NAMES",
     "UNREVIEWED",
     "VERIFIER_CHECK",

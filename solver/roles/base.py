@@ -30,6 +30,12 @@ INPUT_KINDS: frozenset[str] = frozenset(get_args(InputKind))
 # A kind that exists so it can be named in records and refused everywhere: no role may see it.
 FORBIDDEN_EVERYWHERE: frozenset[str] = frozenset({"generator_reasoning"})
 
+# The organisers' material (and the scheme drafted from it): optional fields, shown to a role
+# that declares them only when the problem has them, and never before the solve phase ends.
+REFERENCE_KINDS: frozenset[str] = frozenset(
+    {"reference_solution", "grading_guidelines", "marking_scheme"}
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Kind:
