@@ -5,10 +5,10 @@ Usage: python bench/answers.py [--data CSV]
 
 Two sets of cases, each run once per reader configuration:
 - "surface": for every short answer of the CSV (default: the 41-row fixture in
-  tests/roles/data; pass the full 400-row imo-answerbench-v2.csv for the published table) two
+  tests/answers/data; pass the full 400-row imo-answerbench-v2.csv for the published table) two
   restatements (boxed; "The answer is $...$.") that should be equivalent and one perturbation
   (its last integer plus one) that should not;
-- "rewritten": the hand-written pairs of tests/roles/test_answers.py (other forms of the same
+- "rewritten": the hand-written pairs of tests/answers/test_answers.py (other forms of the same
   answer: 1+\lfloor\log_2 a\rfloor, \frac{(2k)!}{2^k k!}, c \in (0,1), ...), with their
   expected verdicts.
 It prints verdict counts, wrong verdicts (equivalent <-> not equivalent) and time per check.
@@ -28,7 +28,7 @@ from pathlib import Path
 from solver.answers import check_answer
 from solver.answers import latex as answer_latex
 
-DEFAULT_DATA = Path(__file__).resolve().parent.parent / "tests/roles/data/answerbench-answers.csv"
+DEFAULT_DATA = Path(__file__).resolve().parent.parent / "tests/answers/data/answerbench-answers.csv"
 
 
 def cases(answers: list[str]) -> list[tuple[str, str, str]]:
@@ -47,7 +47,7 @@ def cases(answers: list[str]) -> list[tuple[str, str, str]]:
 
 
 def rewritten_pairs() -> list[tuple[str, str, str]]:
-    path = Path(__file__).resolve().parent.parent / "tests/roles/test_answers.py"
+    path = Path(__file__).resolve().parent.parent / "tests/answers/test_answers.py"
     spec = importlib.util.spec_from_file_location("answer_pairs", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -22,9 +22,9 @@ from solver.llm import (
 )
 from solver.testing import FakeEndpoint
 from solver.testing.fake_endpoint import Reply
-from tests.llm.catalogue import ROLE, call, delta, sse
-from tests.llm.catalogue import events as anthropic_events
 from tests.llm.recorder import Recorder
+from tests.wire.catalogue import ROLE, call, delta, sse
+from tests.wire.catalogue import events as anthropic_events
 
 
 def split_everywhere(raw: bytes, reasoning: bool | None = True) -> list[list[StreamEvent]]:

@@ -1,5 +1,5 @@
-"""Fixtures for the report and eval tests: runs made by the real loop against the scripted
-fake endpoint (127.0.0.1 only)."""
+"""Fixtures for the report tests (tests/evaluation shares them): runs made by the real loop
+against the scripted fake endpoint (127.0.0.1 only)."""
 
 from __future__ import annotations
 

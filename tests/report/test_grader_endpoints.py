@@ -17,10 +17,10 @@ from solver.run import read_manifest, role_endpoints, settings_of_run
 from solver.store import RunReader, RunStore
 from solver.testing import FakeEndpoint, RecordedRequest
 from solver.testing.fake_endpoint import Reply
+from tests.evaluation.test_eval import eval_args, write_set
 from tests.loop.forge import failing, rewrite
 from tests.loop.scripts import json_reply, role_of
 from tests.report.responders import olympiad
-from tests.report.test_eval import eval_args, write_set
 
 GRADING_ROLES = ("grader", "evaluation", "rejudge", "rubric_writer")
 SET = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from solver.llm import (
+from solver.wire import (
     Finish,
     StreamDecoder,
     StreamError,
@@ -12,7 +12,7 @@ from solver.llm import (
     decode_stream,
     fold_events,
 )
-from tests.llm.catalogue import ALL_CASES, Case
+from tests.wire.catalogue import ALL_CASES, Case
 
 IDS = [case.code for case in ALL_CASES]
 

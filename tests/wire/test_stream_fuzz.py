@@ -8,8 +8,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from solver.llm import Finish, StreamError, decode_stream, fold_events
-from tests.llm.catalogue import ALL_CASES
+from solver.wire import Finish, StreamError, decode_stream, fold_events
+from tests.wire.catalogue import ALL_CASES
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from solver.llm import (
+from solver.wire import (
     Message,
     Request,
     TextPart,

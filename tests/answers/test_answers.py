@@ -1,5 +1,5 @@
 """The sympy answer check, on pairs built from IMO-AnswerBench short answers (CC-BY 4.0, see
-tests/roles/data/README.md)."""
+tests/answers/data/README.md)."""
 
 from __future__ import annotations
 

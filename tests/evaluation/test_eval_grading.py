@@ -13,10 +13,10 @@ from click.testing import CliRunner
 from solver.cli.eval import eval_group
 from solver.testing import FakeEndpoint, RecordedRequest
 from solver.testing.fake_endpoint import Reply
+from tests.evaluation.test_eval import eval_args, write_set
 from tests.loop.harness import audit_ok
 from tests.loop.scripts import json_reply, role_of
 from tests.report.responders import olympiad
-from tests.report.test_eval import eval_args, write_set
 
 
 def scripted_grades(grades: dict[str, str]) -> Callable[[RecordedRequest], Reply]:

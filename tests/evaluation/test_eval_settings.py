@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
 from solver.testing import FakeEndpoint
+from tests.evaluation.test_eval import PROBLEMS, eval_args, write_set
 from tests.report.responders import olympiad
-from tests.report.test_eval import PROBLEMS, eval_args, write_set
 
 
 def test_a_changed_grader_count_or_solve_setting_is_refused(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
 from solver.testing import FakeEndpoint
+from tests.evaluation.test_eval import PROBLEMS, eval_args, finished, write_set
 from tests.report.responders import olympiad
-from tests.report.test_eval import PROBLEMS, eval_args, finished, write_set
 
 
 def test_a_start_cut_short_before_its_manifest_is_started_again(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from solver.cli.eval import eval_group
 from solver.testing import FakeEndpoint
+from tests.evaluation.test_eval import PROBLEMS, eval_args, write_set
 from tests.report.responders import olympiad
-from tests.report.test_eval import PROBLEMS, eval_args, write_set
 
 
 def test_without_matplotlib_the_missing_chart_is_warned_and_recorded(

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from solver.llm import Deadlines, Watchdog
+from solver.wire import Deadlines, Watchdog
 
 
 async def _claim_after(watch: Watchdog, seconds: float) -> str | None:
