@@ -18,7 +18,7 @@ from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, s
 from solver.run.policy_settings import policy_config
 from solver.run.removal import check_removable, older_than, parse_age, remove_run
 from solver.run.sources import resolve_endpoint, resume_endpoint, role_endpoints
-from solver.run.status import RunCondition, run_condition, run_status, wall_seconds
+from solver.run.status import RunCondition, RunStatus, run_condition, run_status, wall_seconds
 
 if TYPE_CHECKING:
     from solver.run.preflight import preflight
@@ -54,6 +54,7 @@ __all__ = [
     "RunCondition",
     "RunOutcome",
     "RunRow",
+    "RunStatus",
     "Seams",
     "build_manifest",
     "check_removable",

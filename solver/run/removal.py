@@ -50,12 +50,7 @@ def check_removable(run_dir: Path) -> RunRow:
         ) from None
     holder = lock_holder(run_dir)
     if holder is not None:
-        pid, host = holder.get("pid"), holder.get("host")
-        raise LockHeld(
-            str(run_dir),
-            pid if isinstance(pid, int) else None,
-            host if isinstance(host, str) else None,
-        )
+        raise LockHeld(str(run_dir), holder.pid, holder.host)
     return read_run_row(run_dir)
 
 

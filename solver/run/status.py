@@ -4,11 +4,12 @@ behind both `solver status` and `solver report`."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol, TypedDict
 
 from solver._util.clock import seconds_between
 from solver.loop.state import RunState
 from solver.run.journal import read_state
+from solver.store import WriterInfo
 
 RunCondition = Literal[
     "running",  # a live writer holds the lock
@@ -36,8 +37,28 @@ class SessionView(Protocol):
     def session_end_reason(self) -> str: ...
 
 
+class RunStatus(TypedDict):
+    """What ``solver status`` reports of a run (``--json`` prints it as one object)."""
+
+    run_dir: str
+    state: RunCondition
+    phase: str
+    outcome: str | None
+    sessions: int
+    calls: int
+    in_flight: int
+    accepted: int
+    lineages: int
+    tokens: int
+    wall_s: float
+    records: int
+    last_activity: str
+    holder: dict[str, int | str] | None
+    served_model: str | None
+
+
 def run_condition(
-    state: SessionView, holder: dict[str, Any] | None, writer: dict[str, Any]
+    state: SessionView, holder: WriterInfo | None, writer: WriterInfo
 ) -> RunCondition:
     """``holder`` is the live lock holder (None when the lock is free) and ``writer`` what the
     last writer left in the lock file."""
@@ -70,7 +91,7 @@ def wall_seconds(state: RunState) -> float:
     return wall_s
 
 
-def run_status(run_dir: Path) -> dict[str, Any]:
+def run_status(run_dir: Path) -> RunStatus:
     reader, state = read_state(run_dir)
     holder = reader.lock_holder()
     return {
@@ -87,14 +108,11 @@ def run_status(run_dir: Path) -> dict[str, Any]:
         "wall_s": round(wall_seconds(state), 1),
         "records": state.records,
         "last_activity": state.last_t,
-        "holder": holder,
+        "holder": holder.as_json() if holder is not None else None,
         "served_model": state.served_model,
     }
 
 
-def _stopped(writer: dict[str, Any], state: SessionView) -> str | None:
+def _stopped(writer: WriterInfo, state: SessionView) -> str | None:
     """Why the last session's writer gave up, as it left it in the lock file."""
-    if writer.get("session") != state.sessions:
-        return None
-    reason = writer.get("stopped")
-    return reason if isinstance(reason, str) else None
+    return writer.stopped if writer.session == state.sessions else None

@@ -44,7 +44,7 @@ from solver.store.errors import (
     UnsafeEntry,
 )
 from solver.store.journal import JournalScan, Record, scan_journal
-from solver.store.lock import WriterLock, lock_holder
+from solver.store.lock import WriterInfo, WriterLock, lock_holder
 from solver.store.manifest import FORMAT, FORMATS, MASK, TIME_PATTERN, is_secret_key
 from solver.store.models import STORE_RECORD_TYPES, store_record_model, store_record_models
 from solver.store.reader import RunReader
@@ -79,6 +79,7 @@ __all__ = [
     "StorageFull",
     "StoreError",
     "UnsafeEntry",
+    "WriterInfo",
     "WriterLock",
     "canonical_json",
     "generate_key_pair",

@@ -11,9 +11,9 @@ import json
 import os
 import socket
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from time import sleep
-from typing import Any
 
 from solver._util.fs import write_all
 from solver.store._fs import MAX_SMALL_FILE_BYTES, read_regular
@@ -24,12 +24,42 @@ PROBE_RETRIES = 5
 PROBE_RETRY_S = 0.02
 
 
-def _read_holder(path: Path) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class WriterInfo:
+    """What a writer leaves in the lock file: its pid, host and session, and ``stopped`` when
+    it gave up without the journal being able to say why. The file is the run's, so possibly
+    hostile: a field of the wrong type reads as absent."""
+
+    pid: int | None = None
+    host: str | None = None
+    session: int | None = None
+    stopped: str | None = None
+
+    def as_json(self) -> dict[str, int | str]:
+        """The lock file's JSON object (the fields present)."""
+        fields = {"pid": self.pid, "host": self.host, "session": self.session}
+        fields["stopped"] = self.stopped
+        return {key: value for key, value in fields.items() if value is not None}
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _read_holder(path: Path) -> WriterInfo:
     try:
         info = json.loads(read_regular(path, MAX_SMALL_FILE_BYTES))
     except (OSError, ValueError, RecursionError, UnsafeEntry):
-        return {}
-    return info if isinstance(info, dict) else {}
+        return WriterInfo()
+    if not isinstance(info, dict):
+        return WriterInfo()
+    host, stopped = info.get("host"), info.get("stopped")
+    return WriterInfo(
+        pid=_int(info.get("pid")),
+        host=host if isinstance(host, str) else None,
+        session=_int(info.get("session")),
+        stopped=stopped if isinstance(stopped, str) else None,
+    )
 
 
 def _try_exclusive(fd: int) -> bool:
@@ -75,13 +105,7 @@ class WriterLock:
         if not _try_exclusive(fd):
             os.close(fd)
             holder = _read_holder(self.path)
-            pid = holder.get("pid")
-            host = holder.get("host")
-            raise LockHeld(
-                str(self.path.parent),
-                pid if isinstance(pid, int) else None,
-                host if isinstance(host, str) else None,
-            ) from None
+            raise LockHeld(str(self.path.parent), holder.pid, holder.host) from None
         self._fd = fd
         self.update(session)
 
@@ -90,10 +114,7 @@ class WriterLock:
         says why the writer is giving up when the journal cannot record it (a full disk)."""
         if self._fd is None:
             return
-        info: dict[str, Any] = {"pid": os.getpid(), "host": socket.gethostname()}
-        info["session"] = session
-        if stopped is not None:
-            info["stopped"] = stopped
+        info = WriterInfo(os.getpid(), socket.gethostname(), session, stopped).as_json()
         os.ftruncate(self._fd, 0)
         os.lseek(self._fd, 0, os.SEEK_SET)
         write_all(self._fd, json.dumps(info, sort_keys=True).encode() + b"\n")
@@ -105,13 +126,13 @@ class WriterLock:
             self._fd = None
 
 
-def lock_info(run_dir: Path) -> dict[str, Any]:
-    """What the last writer left in the lock file, held or not (``{}`` when none)."""
+def lock_info(run_dir: Path) -> WriterInfo:
+    """What the last writer left in the lock file, held or not (no fields when none)."""
     return _read_holder(run_dir / LOCK_NAME)
 
 
-def lock_holder(run_dir: Path) -> dict[str, Any] | None:
-    """The live writer's ``{"pid", "host", "session"}``, or None when nobody holds the lock.
+def lock_holder(run_dir: Path) -> WriterInfo | None:
+    """The live writer's pid, host and session, or None when nobody holds the lock.
     Probes with a shared, non-blocking flock that it drops at once."""
     path = run_dir / LOCK_NAME
     try:

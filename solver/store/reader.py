@@ -21,7 +21,7 @@ from solver.store._fs import (
 from solver.store.blobs import BlobRef, BlobStore
 from solver.store.errors import CorruptionError, NotARun, UnsafeEntry
 from solver.store.journal import JournalScan, Record, TornTail, scan_journal
-from solver.store.lock import lock_holder, lock_info
+from solver.store.lock import WriterInfo, lock_holder, lock_info
 from solver.store.manifest import format_version, manifest_digest, parse_manifest
 from solver.store.models import STORE_RECORD_TYPES, store_record_model
 from solver.store.run import ATTESTATION_NAME, JOURNAL_NAME, MANIFEST_NAME
@@ -125,11 +125,11 @@ class RunReader:
     def blob_exists(self, ref: BlobRef | str) -> bool:
         return self.blobs.exists(ref.digest if isinstance(ref, BlobRef) else ref)
 
-    def lock_holder(self) -> dict[str, Any] | None:
-        """``{"pid", "host", "session"}`` of a live writer, or None."""
+    def lock_holder(self) -> WriterInfo | None:
+        """The pid, host and session of a live writer, or None."""
         return lock_holder(self.run_dir)
 
-    def last_writer(self) -> dict[str, Any]:
+    def last_writer(self) -> WriterInfo:
         """The lock file's content even when nobody holds it: the last writer's pid, host,
         session, and ``stopped`` when it gave up without being able to record why."""
         return lock_info(self.run_dir)

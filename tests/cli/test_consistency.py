@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests.report.test_eval import PROBLEMS, eval_args, write_set
 
 from solver.cli.eval import eval_group
 from solver.cli.main import main
@@ -23,7 +24,6 @@ from tests.hostile.helpers import run_cli
 from tests.loop import scripts
 from tests.loop.harness import PROBLEM
 from tests.report.responders import olympiad
-from tests.report.test_eval import PROBLEMS, eval_args, write_set
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from solver.loop.state import RunState
 from solver.records import SessionEnded, SessionStarted
 from solver.report import load_report
 from solver.run import RunCondition, run_condition, run_status
-from solver.store import RunStore
+from solver.store import RunStore, WriterInfo
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "run-v1-signed"
 
@@ -35,33 +35,33 @@ def _state(*ended: str, open_session: bool = False) -> RunState:
 @pytest.mark.parametrize(
     ("state", "writer", "expected"),
     [
-        (RunState(), {}, "created"),
-        (_state(open_session=True), {}, "crashed"),
-        (_state(open_session=True), {"session": 1, "stopped": "storage_full"}, "storage-full"),
+        (RunState(), WriterInfo(), "created"),
+        (_state(open_session=True), WriterInfo(), "crashed"),
+        (_state(open_session=True), WriterInfo(session=1, stopped="storage_full"), "storage-full"),
         # what the writer left belongs to an older session: this one crashed
         (
             _state("finished", open_session=True),
-            {"session": 1, "stopped": "storage_full"},
+            WriterInfo(session=1, stopped="storage_full"),
             "crashed",
         ),
-        (_state("storage_full"), {}, "storage-full"),
-        (_state("interrupted"), {}, "interrupted"),
-        (_state("endpoint_unavailable"), {}, "waiting-for-endpoint"),
-        (_state("error"), {}, "stopped"),
-        (_state("crashed"), {}, "stopped"),
+        (_state("storage_full"), WriterInfo(), "storage-full"),
+        (_state("interrupted"), WriterInfo(), "interrupted"),
+        (_state("endpoint_unavailable"), WriterInfo(), "waiting-for-endpoint"),
+        (_state("error"), WriterInfo(), "stopped"),
+        (_state("crashed"), WriterInfo(), "stopped"),
     ],
 )
 def test_every_case_has_one_name(
-    state: RunState, writer: dict[str, object], expected: RunCondition
+    state: RunState, writer: WriterInfo, expected: RunCondition
 ) -> None:
     assert run_condition(state, None, writer) == expected
 
 
 def test_a_held_lock_is_running_and_a_finished_run_finished() -> None:
-    assert run_condition(RunState(), {"pid": 1}, {}) == "running"
+    assert run_condition(RunState(), WriterInfo(pid=1), WriterInfo()) == "running"
     finished = RunState()
     finished.phase = "finished"
-    assert run_condition(finished, None, {}) == "finished"
+    assert run_condition(finished, None, WriterInfo()) == "finished"
 
 
 def test_status_and_report_agree_on_a_run_with_no_session(tmp_path: Path) -> None:

@@ -30,9 +30,9 @@ def test_a_stop_the_journal_cannot_hold_is_left_in_the_lock_file(tmp_path: Path)
         store.set_session(3)
         store.mark_stopped("storage_full")
     writer = RunReader(tmp_path / "run").last_writer()
-    assert writer["stopped"] == "storage_full" and writer["session"] == 3
+    assert writer.stopped == "storage_full" and writer.session == 3
     RunStore.open(tmp_path / "run").close()  # the next writer clears it
-    assert "stopped" not in RunReader(tmp_path / "run").last_writer()
+    assert RunReader(tmp_path / "run").last_writer().stopped is None
 
 
 def test_audit_checks_the_blobs_the_manifest_names(tmp_path: Path) -> None:

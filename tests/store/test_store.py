@@ -29,6 +29,7 @@ from solver.store import (
     StorageFull,
     StoreError,
     UnsafeEntry,
+    WriterInfo,
     canonical_json,
     iter_blob_refs,
     store_record_models,
@@ -99,11 +100,7 @@ def test_second_writer_is_refused_with_the_holders_pid_and_host(tmp_path: Path) 
     assert caught.value.host == socket.gethostname()
     assert f"pid {os.getpid()}" in str(caught.value)
     assert exit_code_for(caught.value) == 75
-    assert RunReader(run_dir).lock_holder() == {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "session": 3,
-    }
+    assert RunReader(run_dir).lock_holder() == WriterInfo(os.getpid(), socket.gethostname(), 3)
     store.close()
     store.close()  # closing twice is harmless
     assert RunReader(run_dir).lock_holder() is None
@@ -395,11 +392,7 @@ def test_writer_in_another_process_is_named_when_refused(tmp_path: Path) -> None
         with pytest.raises(LockHeld) as caught:
             RunStore.open(run_dir)
         assert (caught.value.pid, caught.value.host) == (holder.pid, socket.gethostname())
-        assert RunReader(run_dir).lock_holder() == {
-            "pid": holder.pid,
-            "host": socket.gethostname(),
-            "session": 7,
-        }
+        assert RunReader(run_dir).lock_holder() == WriterInfo(holder.pid, socket.gethostname(), 7)
     finally:
         holder.communicate("", timeout=60)
     assert holder.returncode == 0
@@ -445,3 +438,14 @@ def test_open_refuses_a_store_record_of_an_unknown_version(tmp_path: Path) -> No
     with pytest.raises(CorruptionError, match=r"run\.created v2 is not a version") as caught:
         RunStore.open(run.path)
     assert caught.value.seq == 0 and exit_code_for(caught.value) == 65
+
+
+def test_a_lock_file_field_of_the_wrong_type_reads_as_absent(tmp_path: Path) -> None:
+    """The lock file is the run's, so possibly hostile: only well-typed fields are read."""
+    from solver.store.lock import lock_info
+
+    (tmp_path / ".lock").write_text(
+        json.dumps({"pid": "1", "host": 5, "session": True, "stopped": "storage_full", "x": 1})
+    )
+    assert lock_info(tmp_path) == WriterInfo(stopped="storage_full")
+    assert lock_info(tmp_path).as_json() == {"stopped": "storage_full"}
