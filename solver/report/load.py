@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from solver._util.clock import seconds_between
 from solver.loop.state import RunState, reviews_of
@@ -40,9 +40,12 @@ from solver.records import (
 )
 from solver.report.model import (
     CallView,
+    EvaluationView,
     LineageView,
+    ProblemView,
     RoleTotals,
     RunReport,
+    SelectedView,
     TimelineEvent,
     TimelineKind,
     VersionView,
@@ -247,14 +250,14 @@ def load_report(
     )
 
 
-def _selected(state: RunState, blobs: _Reader) -> tuple[dict[str, Any] | None, str | None]:
+def _selected(state: RunState, blobs: _Reader) -> tuple[SelectedView | None, str | None]:
     """The proof the run selected, and its text."""
     if state.selected is None:
         return None, None
     lineage, version = state.selected
     artifact = state.proof_text_artifact(lineage, version)
     status = state.lineages[lineage].versions[version].status
-    selected = {
+    selected: SelectedView = {
         "lineage": lineage,
         "version": version,
         "accepted": status == "accepted",
@@ -264,7 +267,7 @@ def _selected(state: RunState, blobs: _Reader) -> tuple[dict[str, Any] | None, s
     return selected, blobs.text(artifact.blob) if artifact is not None else None
 
 
-def _problem(record: Problem) -> dict[str, Any]:
+def _problem(record: Problem) -> ProblemView:
     return {
         "id": record.id,
         "title": record.title,
@@ -305,7 +308,7 @@ def _final_result(reader: RunReader, finished: RunFinished | None) -> RunResult 
         return None
 
 
-def _evaluation(calls: list[CallView], result: RunResult | None) -> dict[str, Any] | None:
+def _evaluation(calls: list[CallView], result: RunResult | None) -> EvaluationView | None:
     graders = [c for c in calls if c.phase == "evaluate" and c.role in _GRADER_ROLES]
     if not graders:
         return None

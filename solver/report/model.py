@@ -4,7 +4,7 @@ finished, :class:`CallView` filled in as the journal is read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from solver._util.clock import seconds_between
 from solver.loop.state import VersionStatus
@@ -153,6 +153,42 @@ class RoleTotals:
         return self.input_tokens + self.output_tokens
 
 
+class ProblemView(TypedDict):
+    """The problem as the report shows it (its texts' presence, not the organisers' texts)."""
+
+    id: str
+    title: str | None
+    source: str | None
+    statement: str
+    points: int
+    digest: str
+    has_reference: bool
+    has_guidelines: bool
+
+
+class SelectedView(TypedDict):
+    """The proof the run selected: its version, whether it was accepted, its blob."""
+
+    lineage: str
+    version: int
+    accepted: bool
+    proof: str | None
+    reason: str
+
+
+class EvaluationView(TypedDict):
+    """The evaluation graders' scores and how they were combined into the run's score."""
+
+    scores: list[int | None]
+    labels: list[str]  # a grade, "ungraded" (completed, no readable grade) or "-" (not ended)
+    rejudged: list[str | None]
+    reconciled: bool
+    reconciled_score: int | None
+    note: str
+    score: int | None
+    ungraded: bool  # the run finished and its final proof has no readable grade: scored 0
+
+
 @dataclass(frozen=True)
 class RunReport:
     run_dir: str
@@ -162,15 +198,15 @@ class RunReport:
     phase: Phase
     outcome: str | None
     reason: str
-    problem: dict[str, Any]
+    problem: ProblemView
     model: str | None
     endpoint: str | None
     evaluation_mode: bool
     sessions: int
     wall_s: float
-    selected: dict[str, Any] | None
+    selected: SelectedView | None
     proof_text: str | None
-    evaluation: dict[str, Any] | None
+    evaluation: EvaluationView | None
     in_loop_score: int | None
     answer_check: dict[str, Any] | None
     lineages: tuple[LineageView, ...]
