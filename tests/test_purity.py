@@ -57,6 +57,7 @@ PURE = (
     "solver.run",
     "solver.run.status",
     "solver.run.journal",
+    "solver.run.listing",
     "solver.testing",
     "solver.testing.fake_endpoint",
     "solver.testing.fake_wire",

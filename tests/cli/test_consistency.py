@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.report.test_eval import PROBLEMS, eval_args, write_set
 
 from solver.cli.eval import eval_group
 from solver.cli.main import main
@@ -20,6 +19,7 @@ from solver.report.model import verification_summary
 from solver.report.search import VersionSearch
 from solver.roles.facts import ProofFinding, VerificationFacts
 from solver.testing import FakeEndpoint
+from tests.evaluation.test_eval import PROBLEMS, eval_args, write_set
 from tests.hostile.helpers import run_cli
 from tests.loop import scripts
 from tests.loop.harness import PROBLEM
