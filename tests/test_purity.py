@@ -105,13 +105,16 @@ def test_pure_module_imports_without_network_libraries(module: str) -> None:
 
 def test_the_run_face_hands_out_the_session_only_on_use() -> None:
     """The run's face is pure until a caller asks for what drives a run: then the session,
-    and with it the model client, load (so the lazy face is not a face that lost them)."""
+    and with it the model client, load (so the lazy face is not a face that lost them); and
+    `preflight`, a function named like its module, is the function however it is imported."""
+    code = (
+        "import sys, solver.run as r; r.start_run; print('httpx' in sys.modules); "
+        "from solver.run import preflight; print(callable(preflight)); "
+        "import solver.run.preflight; from solver.run import preflight as again; "
+        "print(callable(again))"
+    )
     result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import sys, solver.run as r; r.start_run; print('httpx' in sys.modules)",
-        ],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -119,7 +122,7 @@ def test_the_run_face_hands_out_the_session_only_on_use() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "True"
+    assert result.stdout.split() == ["True", "True", "True"]
 
 
 def test_the_blocker_refuses_the_model_client() -> None:

@@ -45,7 +45,10 @@ _LAZY = {
 
 def __getattr__(name: str) -> object:
     if name in _LAZY:
-        return getattr(import_module(_LAZY[name]), name)
+        # kept here: importing solver.run.preflight sets this package's `preflight` to the
+        # submodule, which must not shadow the function of the same name
+        value = globals()[name] = getattr(import_module(_LAZY[name]), name)
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> object:
     if name == "ScriptedClient":
-        return import_module("solver.testing.scripted_client").ScriptedClient
+        value = globals()[name] = import_module("solver.testing.scripted_client").ScriptedClient
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
