@@ -136,8 +136,15 @@ PAIRWISE = {"acceptance.pairwise_selection": True, "acceptance.final_grades": 3}
 CHECKER_FLAG = "lab.checker"
 CHECKED = {CHECKER_FLAG: True, "acceptance.final_verifications": 10}
 
+# Issue 45: the budget's reservation before it (a call holds its full max_tokens), and the
+# defaults with lineages started beyond candidates while slots are idle.
+TODAY = {"budget.reserve": "max_tokens"}
+FILL = {"acceptance.fill_slots": True}
+
 POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
+    Policy("today", "defaults, each call holding its full max_tokens (before issue 45)", TODAY),
+    Policy("fill", "defaults + acceptance.fill_slots", FILL),
     Policy("checked", "defaults + a final round of 10 by another family", CHECKED),
     Policy(
         "checker", "defaults + roles.checker (its default final round of 5)", {CHECKER_FLAG: True}
@@ -274,6 +281,8 @@ class Session:
     decode_by_fate: dict[str, int] = field(default_factory=dict)
     # the most calls at once on the virtual GPU, running or waiting for a slot
     peak_in_flight: int = 0
+    # virtual seconds with n calls on the GPU (running or waiting for a slot), keyed by n
+    occupancy: dict[str, float] = field(default_factory=dict)
 
     @property
     def checker_decode(self) -> int:
@@ -288,6 +297,9 @@ def problem_file(root: Path, params: ProblemParams) -> Path:
     return path
 
 
+GPU_HOURS_BELOW = 1000  # a budget under this is GPU-hours, over it tokens
+
+
 def settings_for(
     root: Path, policy: Policy, budget: int, port: int, checker_port: int = 10
 ) -> dict[str, Any]:
@@ -295,10 +307,15 @@ def settings_for(
         "endpoint": f"http://127.0.0.1:{port}/v1",
         "api": "chat",
         "runs_dir": root / "runs",
-        "budget.total_tokens": budget,
         "retry.endpoint_wait_s": 2.0,
         "retry.max_attempts": 1,
     }
+    # A budget below GPU_HOURS_BELOW is virtual GPU-hours (the wall clock of the lab's GPU),
+    # the primary axis of issue 45; else GPU tokens.
+    if budget < GPU_HOURS_BELOW:
+        flags["budget.wall_clock_s"] = budget * 3600.0
+    else:
+        flags["budget.total_tokens"] = budget
     flags.update(policy.flags)
     if flags.pop(CHECKER_FLAG, False):
         flags["roles.checker.endpoint"] = f"http://127.0.0.1:{checker_port}/v1"
@@ -609,6 +626,7 @@ def summarise(
         decode_by_key=decode_by_key,
         decode_by_fate=decode_by_fate,
         peak_in_flight=gpu.peak,
+        occupancy={str(n): t for n, t in sorted(gpu.occupancy.items())},
     )
 
 
@@ -914,6 +932,102 @@ def in_flight(
             )
         lines.append(line)
     return "\n".join(lines)
+
+
+def concurrency_of(policy: Policy) -> int:
+    return int(policy.flags.get("concurrency", 20))  # solver.config's default
+
+
+def median_in_flight(rows: list[Session]) -> float:
+    """The calls on the GPU at the median of the rows' virtual time with any call on it."""
+    held: dict[int, float] = {}
+    for s in rows:
+        for n, t in s.occupancy.items():
+            held[int(n)] = held.get(int(n), 0.0) + t
+    total = sum(held.values())
+    run = 0.0
+    for n in sorted(held):
+        run += held[n]
+        if run >= total / 2:
+            return float(n)
+    return 0.0
+
+
+def per_solved(rows: list[Session], value: Callable[[Session], float]) -> float | None:
+    """``value`` summed over the rows per problem solved (a strict 7: the true score of the
+    proof submitted); None with none solved."""
+    solved = sum(s.strict == 7 for s in rows)
+    return sum(value(s) for s in rows) / solved if solved else None
+
+
+def ratio_per_solved(
+    first: list[Session],
+    second: list[Session],
+    value: Callable[[Session], float],
+    draws: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float] | None:
+    """``per_solved`` of ``first`` over ``second`` with a 95% bootstrap interval (sessions
+    resampled within each problem, each side on its own)."""
+    a, b = per_solved(first, value), per_solved(second, value)
+    if a is None or b is None:
+        return None
+    mine = list(_problem_groups(first).values())
+    theirs = list(_problem_groups(second).values())
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(draws):
+        ra = per_solved([rng.choice(g) for g in mine for _ in g], value)
+        rb = per_solved([rng.choice(g) for g in theirs for _ in g], value)
+        if ra is not None and rb is not None:
+            ratios.append(ra / rb)
+    ratios.sort()
+    return a / b, ratios[int(0.025 * len(ratios))], ratios[int(0.975 * len(ratios)) - 1]
+
+
+def flight(sessions: list[Session], policies: tuple[Policy, ...], baseline: str = "") -> str:
+    """Issue 45's measures per policy: the time-weighted median of calls on the GPU against
+    the policy's concurrency, the virtual GPU's decode throughput, virtual wall time and
+    decode per problem solved (against ``baseline``'s, with 95% intervals), and the
+    ``solved`` claims: made, correct (a strict 7), and the share of sessions left unclaimed."""
+    head = (
+        f"{'policy':<9}{'median':>7}{'/conc':>6}{'dec tok/s':>10}{'wall h/solved':>14}"
+        f"{'dec M/solved':>13}{'claims':>8}{'correct':>8}{'unclaimed':>10}"
+    )
+    lines = [head]
+    base = [s for s in sessions if s.policy == baseline]
+    notes = []
+    for policy in policies:
+        mine = [s for s in sessions if s.policy == policy.name]
+        if not mine:
+            continue
+        median = median_in_flight(mine)
+        wall = sum(s.wall_s for s in mine)
+        rate = sum(s.decode for s in mine) / wall if wall else 0.0
+        wall_solved = per_solved(mine, lambda s: s.wall_s / 3600)
+        decode_solved = per_solved(mine, lambda s: s.decode / 1e6)
+        claims = [s for s in mine if s.outcome == "solved"]
+        right = sum(s.strict == 7 for s in claims)
+        lines.append(
+            f"{policy.name:<9}{median:7.0f}{median / concurrency_of(policy):6.2f}{rate:10.0f}"
+            f"{wall_solved if wall_solved is not None else float('inf'):14.2f}"
+            f"{decode_solved if decode_solved is not None else float('inf'):13.2f}"
+            f"{len(claims):8d}"
+            f"{(f'{right / len(claims):.0%}' if claims else '-'):>8}"
+            f"{1 - len(claims) / len(mine):10.0%}"
+        )
+        if base and policy.name != baseline:
+            for what, value in (
+                ("wall", lambda s: s.wall_s),
+                ("decode", lambda s: float(s.decode)),
+            ):
+                found = ratio_per_solved(mine, base, value)
+                if found is not None:
+                    notes.append(
+                        f"  {policy.name:<9}{what} per solved problem {found[0]:.2f}x "
+                        f"{baseline}'s [{found[1]:.2f}, {found[2]:.2f}]"
+                    )
+    return "\n".join(lines + notes)
 
 
 def false_accepts(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
@@ -1223,6 +1337,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 sessions per problem, small budget")
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--budget", type=int, default=4_000_000, help="GPU tokens per problem")
+    parser.add_argument(
+        "--gpu-hours",
+        type=float,
+        default=0.0,
+        help="virtual GPU-hours per problem instead of a token budget (equal GPU time)",
+    )
+    parser.add_argument(
+        "--held-out",
+        type=int,
+        default=-1,
+        metavar="SEED",
+        help="also run the seeds from SEED on (the block the headline is reported on)",
+    )
     parser.add_argument("--policies", default="", help="comma-separated subset")
     parser.add_argument(
         "--set",
@@ -1275,6 +1402,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
+    if args.held_out >= 0:
+        # the block the settings were chosen on, then the held-out block, each printed whole
+        given = list(sys.argv[1:] if argv is None else argv)
+        rest = [a for i, a in enumerate(given) if not _held_out_arg(given, i)]
+        print(f"== the block chosen on: seeds {args.first_seed} on")
+        chosen_on = main(rest)
+        print(f"\n== the held-out block: seeds {args.held_out} on")
+        return max(chosen_on, main([*rest, "--first-seed", str(args.held_out)]))
+    if args.gpu_hours:
+        args.budget = args.gpu_hours
     if args.quick:
         args.sessions, args.budget, args.audit_every = 2, 1_500_000, 1
     if args.sessions_override:
@@ -1373,7 +1510,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row))
     print(
         f"{args.sessions} sessions per problem, {len(problems)} problems, budget "
-        f"{args.budget / 1e6:g}M GPU tokens per problem; means per problem-session except "
+        + (
+            f"{args.budget:g} virtual GPU-hours"
+            if args.budget < GPU_HOURS_BELOW
+            else f"{args.budget / 1e6:g}M GPU tokens"
+        )
+        + " per problem; means per problem-session except "
         f"the /{7 * len(problems)} columns (sum over problems, 95% bootstrap interval)"
     )
     print(table(sessions, chosen))
@@ -1396,6 +1538,12 @@ def main(argv: list[str] | None = None) -> int:
         print(decode_ratios(sessions, chosen, "before"))
     print("\nwhy the solve phase ended:")
     print(ends(sessions))
+    print(
+        "\ncalls in flight (time-weighted median, against concurrency), decode throughput of"
+        "\nthe virtual GPU, and per problem solved (strict 7); solved claims made, correct,"
+        "\nand the sessions left unclaimed:"
+    )
+    print(flight(sessions, chosen, "before" if any(p.name == "before" for p in chosen) else ""))
     print("\ncalls on the GPU at once (running or waiting for a slot):")
     print(in_flight(sessions, chosen, gpu.slots, measured_up_to))
     print("\nfalse accepts by cause (hidden: no verifier sees the flaw; missed: a visible flaw no")
@@ -1418,6 +1566,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{len(failed)} audited sessions FAILED the audit", file=sys.stderr)
         return 1
     return 0
+
+
+def _held_out_arg(argv: list[str], i: int) -> bool:
+    """Whether ``argv[i]`` is ``--held-out`` or its value."""
+    return argv[i].startswith("--held-out") or (i > 0 and argv[i - 1] == "--held-out")
 
 
 def _flush(line: str) -> None:

@@ -89,6 +89,9 @@ class PolicyConfig:
     focus_after_accept: int = 0
     # Lineages run side by side until a round fails somewhere (0: ``candidates`` from the start).
     start_lineages: int = 0
+    # Lineages beyond ``candidates`` start while fewer calls than this are in flight or
+    # planned, so slots the staging of ``candidates`` lineages leaves idle do work (0: off).
+    fill: int = 0
     best_version: bool = False  # revise from and submit each lineage's best version
     # A fresh proof gets a second turn of its generator (check and improve) before verification.
     self_improve: bool = False
@@ -234,6 +237,11 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     while open_slots > 0 and next_index < cfg.max_lineages:
         calls.append(_new_lineage_call(state, next_index, cfg, seeded))
         open_slots -= 1
+        next_index += 1
+    busy = len(state.in_flight()) + len(calls)
+    while busy < cfg.fill and next_index < cfg.max_lineages:
+        calls.append(_new_lineage_call(state, next_index, cfg, seeded))
+        busy += 1
         next_index += 1
 
     if cfg.calls is not None:

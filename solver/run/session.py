@@ -124,6 +124,7 @@ def policy_config(
         recurrence_rounds=acceptance.recurrence_rounds,
         focus_after_accept=acceptance.focus_after_accept,
         start_lineages=acceptance.start_lineages,
+        fill=settings.concurrency if acceptance.fill_slots else 0,
         best_version=acceptance.best_version,
         self_improve=acceptance.self_improve,
         restart_from_pool=acceptance.restart_from_pool,
@@ -456,6 +457,7 @@ class _Session:
             api=plan.endpoint.api,
             sampling=sampling_for(settings, None),
             floor=floor_for(settings),
+            reserve_full=settings.budget.reserve == "max_tokens",
             # Within an evaluation the run may use any slot the others leave free.
             concurrency=plan.capacity.slots if plan.capacity is not None else settings.concurrency,
             capacity=plan.capacity,
