@@ -1243,12 +1243,37 @@ def _given_selections(state: RunState) -> tuple[list[CallPlanned], bool]:
     return calls, running
 
 
+def _claim_doubt(state: RunState, version: VersionState) -> str:
+    """Why an accepted proof may not be claimed solved ("" when nothing stands against it):
+    the accepted proofs state different final answers, so at least one of them is wrong and
+    the run cannot tell which; or its own verifications left a blocking finding open (a
+    critical or major finding confirmed, or unreviewed in a run without reviews)."""
+    stated = {k for k in _answer_groups(state, state.accepted()) if k is not None}
+    if len(stated) > 1:
+        return (
+            "the accepted proofs state different final answers (" + ", ".join(sorted(stated)) + ")"
+        )
+    blocking = [
+        f
+        for f in confirmed_findings(state, version.lineage, version.version)
+        if f.severity in BLOCKING_SEVERITIES
+    ]
+    if blocking:
+        return f"{len(blocking)} blocking finding(s) of its verifications stand unresolved"
+    return ""
+
+
 def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> RunEnd:
     if selected is not None:
         version = state.lineages[selected[0]].versions[selected[1]]
-        if version.status == "accepted":
+        doubt = _claim_doubt(state, version) if version.status == "accepted" else ""
+        if version.status == "accepted" and not doubt:
             return RunEnd("solved", selected, reason)
         grade = grade_of(state, version)
+        if doubt:
+            # Accepted, but what the run found contradicts it: not claimed solved.
+            reason = f"{reason}; not claimed solved: {doubt}"
+            return RunEnd("unsolved" if grade == 0 else "partial", selected, reason)
         if (grade or 0) > 0:
             return RunEnd("partial", selected, reason)
         if grade is None and selected[0] != GIVEN:  # a given proof's grade is the evaluation's
