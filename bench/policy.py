@@ -248,6 +248,20 @@ POLICIES: tuple[Policy, ...] = (
 )
 
 
+# DeepSeek-Math-V2 scores a proof "generally correct, but with some details omitted or minor
+# errors" 0.5 (inference/math_templates.py line 9) and stops only on a mean score of 1
+# (inference/main.py lines 199 and 222), so a minor remark blocks acceptance: ``dsm`` with
+# that rule (the lab's minor_rate, 0.5 a verification, is not calibrated to DSM's verifier:
+# docs/bench-policy.md).
+DSM_STRICT = Policy(
+    "dsm-minor",
+    "dsm + acceptance.minor_blocks (main.py 199, 222; math_templates.py 9)",
+    {**POLICIES[-1].flags, "acceptance.minor_blocks": True},
+    baseline=True,
+)
+POLICIES = (*POLICIES, DSM_STRICT)
+
+
 @dataclass
 class Session:
     policy: str
@@ -1193,6 +1207,8 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     # how far the verifier variants' blind spots are one another's: 1 the centre, all shared
     # (docs/bench-policy.md, "Blind spots of the verifier variants")
     "variant_correlation": ("roles", (0.0, 0.5)),
+    # a flawed fresh proof's second flaw (docs/bench-policy.md, "Parameters"; not measured)
+    "second_flaw": ("roles", (0.15, 0.55)),
 }
 
 

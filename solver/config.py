@@ -134,6 +134,11 @@ class Acceptance(_Section):
         description="once a lineage is accepted, only this many others (the furthest along) "
         "go on at a time (0: all)",
     )
+    minor_blocks: bool = Field(
+        default=False,
+        description="a report with any finding, minor included, does not pass its proof (as "
+        "DeepSeek-Math-V2 scores minor errors 0.5 and accepts only a mean score of 1)",
+    )
     fill_slots: bool = Field(
         default=False,
         description="start lineages beyond candidates while fewer calls than concurrency are "

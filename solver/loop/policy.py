@@ -92,6 +92,9 @@ class PolicyConfig:
     # Lineages beyond ``candidates`` start while fewer calls than this are in flight or
     # planned, so slots the staging of ``candidates`` lineages leaves idle do work (0: off).
     fill: int = 0
+    # A report with any finding, a minor one included, does not pass (DeepSeek-Math-V2's
+    # 0.5 for minor errors, which keeps a proof's mean score below the 1 it accepts).
+    minor_blocks: bool = False
     best_version: bool = False  # revise from and submit each lineage's best version
     # A fresh proof gets a second turn of its generator (check and improve) before verification.
     self_improve: bool = False
@@ -541,7 +544,7 @@ def verification_outcome(state: RunState, call: CallState, cfg: PolicyConfig) ->
         for f in findings
         if f.id in confirmed and severity.get(f.id, f.severity) in BLOCKING_SEVERITIES
     ]
-    if blocking:
+    if blocking or (cfg.minor_blocks and findings):
         return "fail"
     if _verdict(call) == "pass":
         return "pass"
