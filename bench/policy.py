@@ -49,6 +49,7 @@ from solver.llm import (
     Usage,
     encode_request,
 )
+from solver.loop.capacity import SharedCapacity
 from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
@@ -513,6 +514,63 @@ def run_session(
     session = summarise(run_dir, policy, params, lab, gpu, seed, audit)
     shutil.rmtree(run_dir)  # hundreds of runs would fill the scratch space
     return session
+
+
+def run_set(
+    root: Path,
+    policy: Policy,
+    problems: tuple[ProblemParams, ...],
+    roles: RoleParams,
+    gpu_model: GpuModel,
+    seed: int,
+    budget: float,
+    slots: int,
+    by_need: bool,
+) -> list[Session]:
+    """One evaluation of the whole set in the lab, as ``solver eval`` drives it: every
+    problem's run at once in one event loop, on one virtual GPU, sharing ``slots`` calls in
+    flight (``SharedCapacity``, with or without ``by_need``); a Session per problem, each
+    carrying the set's decode and virtual wall time."""
+    gpu = VirtualGpu(model=gpu_model)
+    capacity = SharedCapacity(slots, by_need=by_need)
+    labs = {p.name: LabModel(p, roles, seed) for p in problems}
+
+    async def one(params: ProblemParams) -> Path:
+        lab = labs[params.name]
+        path = problem_file(root, params)
+        flags = settings_for(root, policy, budget, 9, 10)  # type: ignore[arg-type]
+        resolved = resolve_settings(flags=flags, env={}, cwd=root)
+
+        def client(
+            endpoint: Endpoint,
+            deadlines: Deadlines,
+            retry: RetryPolicy,
+            on_connect: Callable[[Connection], None],
+        ) -> ModelClient:
+            return ScriptedClient(endpoint, lab, on_connect=on_connect, pace=gpu)
+
+        outcome = await start_run(
+            load_problem(path),
+            path,
+            resolved,
+            evaluation=False,
+            argv=["lab-set", policy.name, params.name, str(seed)],
+            make_progress=_Quiet,
+            on_created=lambda _: None,
+            capacity=capacity,
+            seams=Seams(client=client, clock=gpu.clock),
+        )
+        return Path(outcome.run_dir)
+
+    async def every() -> list[Path]:
+        return list(await asyncio.gather(*(one(p) for p in problems)))
+
+    run_dirs = asyncio.run(every())
+    sessions = []
+    for params, run_dir in zip(problems, run_dirs, strict=True):
+        sessions.append(summarise(run_dir, policy, params, labs[params.name], gpu, seed, False))
+        shutil.rmtree(run_dir)
+    return sessions
 
 
 def solve_in_lab(
@@ -1406,6 +1464,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="per-session rows as JSON lines")
     parser.add_argument(
+        "--set-priority",
+        type=int,
+        default=0,
+        metavar="SETS",
+        help="evaluate the whole set at once on one GPU (--slots), each run ending at "
+        "--gpu-hours, with today's capacity sharing and fewest-accepted-first; then exit",
+    )
+    parser.add_argument("--slots", type=int, default=20, help="calls in flight a set shares")
+    parser.add_argument(
         "--compare",
         nargs=2,
         metavar="FILE[:POLICY]",
@@ -1428,6 +1495,16 @@ def main(argv: list[str] | None = None) -> int:
         return max(chosen_on, main([*rest, "--first-seed", str(args.held_out)]))
     if args.gpu_hours:
         args.budget = args.gpu_hours
+    if args.set_priority:
+        first = next((p for p in POLICIES if p.name == (args.policies or "default")), None)
+        if first is None:
+            print(f"no such policy: {args.policies}", file=sys.stderr)
+            return 2
+        hours = args.gpu_hours or 2.0
+        set_priority(
+            first, args.set_priority, hours, args.slots, RoleParams(), GpuModel(), args.first_seed
+        )
+        return 0
     if args.quick:
         args.sessions, args.budget, args.audit_every = 2, 1_500_000, 1
     if args.sessions_override:
@@ -1582,6 +1659,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{len(failed)} audited sessions FAILED the audit", file=sys.stderr)
         return 1
     return 0
+
+
+def set_priority(
+    policy: Policy,
+    sets: int,
+    hours: float,
+    slots: int,
+    roles: RoleParams,
+    gpu: GpuModel,
+    first_seed: int,
+    out: Callable[[str], None] = print,
+) -> None:
+    """Issue 45 point 2: the whole set evaluated at once on one GPU of ``slots`` calls in
+    flight, each run ending at ``hours`` of virtual GPU time, with today's capacity sharing
+    (first come) and with ``by_need`` (fewest accepted proofs first); ``sets`` seeds, the
+    strict totals side by side and their paired difference."""
+    rows: dict[bool, list[list[Session]]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory(prefix="policy-lab-set-", dir=SCRATCH) as tmp:
+        for seed in range(first_seed, first_seed + sets):
+            for by_need in (False, True):
+                got = run_set(Path(tmp), policy, PROBLEMS, roles, gpu, seed, hours, slots, by_need)
+                rows[by_need].append(got)
+    out(
+        f"{policy.name}: the set of {len(PROBLEMS)} at once on {slots} slots, {hours:g} virtual "
+        f"GPU-hours, {sets} sets (seeds {first_seed} on)"
+    )
+    out(f"{'sharing':<22}{'strict /42':>12}{'solved claims':>15}{'decode M':>10}{'wall h':>8}")
+    for by_need, name in ((False, "first come (today)"), (True, "fewest accepted first")):
+        sets_rows = rows[by_need]
+        strict = sum(s.strict for group in sets_rows for s in group) / len(sets_rows)
+        claims = sum(s.outcome == "solved" for group in sets_rows for s in group) / len(sets_rows)
+        decode = sum(group[0].decode for group in sets_rows) / len(sets_rows) / 1e6
+        wall = sum(group[0].wall_s for group in sets_rows) / len(sets_rows) / 3600
+        out(f"{name:<22}{strict:12.2f}{claims:15.2f}{decode:10.2f}{wall:8.2f}")
+    per_problem: dict[str, list[int]] = {}
+    for before, after in zip(rows[False], rows[True], strict=True):
+        for a, b in zip(after, before, strict=True):
+            per_problem.setdefault(a.problem, []).append(a.strict - b.strict)
+    mean, low, high = bootstrap(per_problem)
+    out(
+        f"fewest accepted first - first come, paired by seed: {mean:+.2f} [{low:+.2f}, {high:+.2f}]"
+    )
 
 
 def _held_out_arg(argv: list[str], i: int) -> bool:

@@ -176,7 +176,14 @@ class Engine:
         recorded as the budget's end, and the policy then leaves the solve phase."""
         free = self.concurrency - len(self.tasks)
         if self.capacity is not None:
-            free = min(free, self.capacity.free())
+            shared = self.capacity.free(self)
+            if self.capacity.by_need:
+                # what this run planned beyond the free slots waits for one; runs with fewer
+                # accepted proofs are served first
+                short = max(len(planned_calls) - max(min(free, shared), 0), 0)
+                self.capacity.wait(self, short if shared < free else 0, len(self.state.accepted()))
+                shared = self.capacity.free(self)
+            free = min(free, shared)
         solving = {ln.lineage for ln in self.state.lineages.values() if ln.active}
         solving |= {c.lineage for c in planned_calls if c.phase == "solve" and c.lineage}
         for planned in planned_calls[: max(free, 0)]:
