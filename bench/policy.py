@@ -1473,6 +1473,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--slots", type=int, default=20, help="calls in flight a set shares")
     parser.add_argument(
+        "--trace",
+        metavar="POLICY:PROBLEM:SEED",
+        help="one session in process and over HTTP, step by step side by side; then exit",
+    )
+    parser.add_argument(
         "--compare",
         nargs=2,
         metavar="FILE[:POLICY]",
@@ -1495,6 +1500,8 @@ def main(argv: list[str] | None = None) -> int:
         return max(chosen_on, main([*rest, "--first-seed", str(args.held_out)]))
     if args.gpu_hours:
         args.budget = args.gpu_hours
+    if args.trace:
+        return trace(args.trace, args.budget)
     if args.set_priority:
         first = next((p for p in POLICIES if p.name == (args.policies or "default")), None)
         if first is None:
@@ -1701,6 +1708,56 @@ def set_priority(
     out(
         f"fewest accepted first - first come, paired by seed: {mean:+.2f} [{low:+.2f}, {high:+.2f}]"
     )
+
+
+def trace(spec: str, budget: int, out: Callable[[str], None] = print) -> int:
+    """Issue 45's trace: one session (``POLICY:PROBLEM:SEED``) in process and over real HTTP,
+    side by side, one line per step of the engine: the virtual time, the calls the policy
+    planned anew, the calls in flight before and after the engine started what it could, the
+    tokens left and those promised to calls in flight."""
+    from solver.loop import engine as engine_module
+
+    name, problem, seed = [*spec.split(":"), "", "", ""][:3]
+    chosen = next((p for p in POLICIES if p.name == name), None)
+    params = next((p for p in PROBLEMS if p.name == problem), None)
+    if chosen is None or params is None or not seed.isdigit():
+        print(f"--trace wants POLICY:PROBLEM:SEED, not {spec!r}", file=sys.stderr)
+        return 2
+    original = engine_module.Engine._start_calls
+    steps: list[tuple[int, int, int, int, int]] = []
+
+    def traced(self: Any, planned: tuple[Any, ...]) -> bool:
+        before = len(self.tasks)
+        ended = original(self, planned)
+        left = (self.policy.total_tokens or 0) - self.state.tokens_total
+        steps.append((len(planned), before, len(self.tasks), left, self._reserved.held()))
+        return ended
+
+    sides: list[list[tuple[int, int, int, int, int]]] = []
+    engine_module.Engine._start_calls = traced  # type: ignore[method-assign]
+    try:
+        with tempfile.TemporaryDirectory(prefix="policy-lab-trace-", dir=SCRATCH) as tmp:
+            for http in (False, True):
+                steps.clear()
+                run_session(
+                    Path(tmp), chosen, params, RoleParams(), GpuModel(), int(seed), budget,
+                    http=http, audit=False,
+                )  # fmt: skip
+                sides.append(list(steps))
+    finally:
+        engine_module.Engine._start_calls = original  # type: ignore[method-assign]
+    out(f"{spec}: in process | over HTTP (planned anew, in flight before -> after, left, promised)")
+    for n in range(max(len(side) for side in sides)):
+        cells = [
+            f"{a:3d} {b:3d}->{c:3d} {d:9d} {e:9d}" if n < len(side) else " " * 30
+            for side in sides
+            for a, b, c, d, e in [side[n] if n < len(side) else (0, 0, 0, 0, 0)]
+        ]
+        differ = "" if len(set(cells)) == 1 else "  DIFFER"
+        out(f"{n:4d}  " + " | ".join(cells) + differ)
+    same = sides[0] == sides[1]
+    out(f"{len(sides[0])} and {len(sides[1])} steps; {'the same' if same else 'NOT the same'}")
+    return 0 if same else 1
 
 
 def _held_out_arg(argv: list[str], i: int) -> bool:
