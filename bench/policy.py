@@ -69,27 +69,28 @@ from solver.testing import (
 from solver.testing.fake_endpoint import Reply
 from solver.wire.codec import PATHS
 
-# Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters"). Those
+# Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters"; ``fix``
+# 0.8 x its value before issue 45, from Huang & Yang's correction rounds counted right). Those
 # that ask for a short final answer are IMO 2025's (all but P2: ../shared/data,
 # dsm-v2-imo2025-inputs.json).
 _SET: tuple[ProblemParams, ...] = (
     ProblemParams(
-        "P1", p_correct=0.45, p_critical=0.3, detect=0.75, p_hidden=0.02, fix=0.6, p_wrong=0.15
+        "P1", p_correct=0.45, p_critical=0.3, detect=0.75, p_hidden=0.02, fix=0.48, p_wrong=0.15
     ),
     ProblemParams(
-        "P2", p_correct=0.25, p_critical=0.4, detect=0.7, p_hidden=0.05, fix=0.5, p_wrong=0.25
+        "P2", p_correct=0.25, p_critical=0.4, detect=0.7, p_hidden=0.05, fix=0.4, p_wrong=0.25
     ),
     ProblemParams(
-        "P3", p_correct=0.04, p_critical=0.7, detect=0.6, p_hidden=0.15, fix=0.25, p_wrong=0.5
+        "P3", p_correct=0.04, p_critical=0.7, detect=0.6, p_hidden=0.15, fix=0.2, p_wrong=0.5
     ),
     ProblemParams(
-        "P4", p_correct=0.35, p_critical=0.35, detect=0.75, p_hidden=0.03, fix=0.55, p_wrong=0.2
+        "P4", p_correct=0.35, p_critical=0.35, detect=0.75, p_hidden=0.03, fix=0.44, p_wrong=0.2
     ),
     ProblemParams(
-        "P5", p_correct=0.15, p_critical=0.5, detect=0.65, p_hidden=0.08, fix=0.4, p_wrong=0.35
+        "P5", p_correct=0.15, p_critical=0.5, detect=0.65, p_hidden=0.08, fix=0.32, p_wrong=0.35
     ),
     ProblemParams(
-        "P6", p_correct=0.02, p_critical=0.8, detect=0.5, p_hidden=0.3, fix=0.2, p_wrong=0.6
+        "P6", p_correct=0.02, p_critical=0.8, detect=0.5, p_hidden=0.3, fix=0.16, p_wrong=0.6
     ),
 )
 ASK_ANSWERS = frozenset({"P1", "P3", "P4", "P5", "P6"})
@@ -1240,7 +1241,7 @@ def check_http(
 SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     # the least known first, so a sweep cut short has measured them
     "p_wrong": ("problems", (0.5, 1.5)),
-    "p_hidden": ("problems", (0.5, 1.67)),  # P6: 0.15 to 0.5
+    "p_hidden": ("problems", (0.17, 1.67)),  # P6: 0.05 to 0.5
     "fix": ("problems", (0.6, 1.4)),
     "false_alarm": ("roles", (0.05, 0.25)),
     "review_confirm_real": ("roles", (0.75, 0.97)),
