@@ -49,6 +49,7 @@ from solver.llm import (
     Usage,
     encode_request,
 )
+from solver.loop.capacity import SharedCapacity
 from solver.loop.state import RunState, findings_of, verification_calls
 from solver.problems import load_problem
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
@@ -68,27 +69,28 @@ from solver.testing import (
 from solver.testing.fake_endpoint import Reply
 from solver.wire.codec import PATHS
 
-# Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters"). Those
+# Six problems of graded difficulty (derivations: docs/bench-policy.md, "Parameters"; ``fix``
+# 0.8 x its value before issue 45, from Huang & Yang's correction rounds counted right). Those
 # that ask for a short final answer are IMO 2025's (all but P2: ../shared/data,
 # dsm-v2-imo2025-inputs.json).
 _SET: tuple[ProblemParams, ...] = (
     ProblemParams(
-        "P1", p_correct=0.45, p_critical=0.3, detect=0.75, p_hidden=0.02, fix=0.6, p_wrong=0.15
+        "P1", p_correct=0.45, p_critical=0.3, detect=0.75, p_hidden=0.02, fix=0.48, p_wrong=0.15
     ),
     ProblemParams(
-        "P2", p_correct=0.25, p_critical=0.4, detect=0.7, p_hidden=0.05, fix=0.5, p_wrong=0.25
+        "P2", p_correct=0.25, p_critical=0.4, detect=0.7, p_hidden=0.05, fix=0.4, p_wrong=0.25
     ),
     ProblemParams(
-        "P3", p_correct=0.04, p_critical=0.7, detect=0.6, p_hidden=0.15, fix=0.25, p_wrong=0.5
+        "P3", p_correct=0.04, p_critical=0.7, detect=0.6, p_hidden=0.15, fix=0.2, p_wrong=0.5
     ),
     ProblemParams(
-        "P4", p_correct=0.35, p_critical=0.35, detect=0.75, p_hidden=0.03, fix=0.55, p_wrong=0.2
+        "P4", p_correct=0.35, p_critical=0.35, detect=0.75, p_hidden=0.03, fix=0.44, p_wrong=0.2
     ),
     ProblemParams(
-        "P5", p_correct=0.15, p_critical=0.5, detect=0.65, p_hidden=0.08, fix=0.4, p_wrong=0.35
+        "P5", p_correct=0.15, p_critical=0.5, detect=0.65, p_hidden=0.08, fix=0.32, p_wrong=0.35
     ),
     ProblemParams(
-        "P6", p_correct=0.02, p_critical=0.8, detect=0.5, p_hidden=0.3, fix=0.2, p_wrong=0.6
+        "P6", p_correct=0.02, p_critical=0.8, detect=0.5, p_hidden=0.3, fix=0.16, p_wrong=0.6
     ),
 )
 ASK_ANSWERS = frozenset({"P1", "P3", "P4", "P5", "P6"})
@@ -136,8 +138,15 @@ PAIRWISE = {"acceptance.pairwise_selection": True, "acceptance.final_grades": 3}
 CHECKER_FLAG = "lab.checker"
 CHECKED = {CHECKER_FLAG: True, "acceptance.final_verifications": 10}
 
+# Issue 45: the budget's reservation before it (a call holds its full max_tokens), and the
+# defaults with lineages started beyond candidates while slots are idle.
+TODAY = {"budget.reserve": "max_tokens"}
+FILL = {"acceptance.fill_slots": True}
+
 POLICIES: tuple[Policy, ...] = (
     Policy("default", "solver.config defaults", {}),
+    Policy("today", "defaults, each call holding its full max_tokens (before issue 45)", TODAY),
+    Policy("fill", "defaults + acceptance.fill_slots", FILL),
     Policy("checked", "defaults + a final round of 10 by another family", CHECKED),
     Policy(
         "checker", "defaults + roles.checker (its default final round of 5)", {CHECKER_FLAG: True}
@@ -241,6 +250,20 @@ POLICIES: tuple[Policy, ...] = (
 )
 
 
+# DeepSeek-Math-V2 scores a proof "generally correct, but with some details omitted or minor
+# errors" 0.5 (inference/math_templates.py line 9) and stops only on a mean score of 1
+# (inference/main.py lines 199 and 222), so a minor remark blocks acceptance: ``dsm`` with
+# that rule (the lab's minor_rate, 0.5 a verification, is not calibrated to DSM's verifier:
+# docs/bench-policy.md).
+DSM_STRICT = Policy(
+    "dsm-minor",
+    "dsm + acceptance.minor_blocks (main.py 199, 222; math_templates.py 9)",
+    {**POLICIES[-1].flags, "acceptance.minor_blocks": True},
+    baseline=True,
+)
+POLICIES = (*POLICIES, DSM_STRICT)
+
+
 @dataclass
 class Session:
     policy: str
@@ -274,6 +297,8 @@ class Session:
     decode_by_fate: dict[str, int] = field(default_factory=dict)
     # the most calls at once on the virtual GPU, running or waiting for a slot
     peak_in_flight: int = 0
+    # virtual seconds with n calls on the GPU (running or waiting for a slot), keyed by n
+    occupancy: dict[str, float] = field(default_factory=dict)
 
     @property
     def checker_decode(self) -> int:
@@ -288,6 +313,9 @@ def problem_file(root: Path, params: ProblemParams) -> Path:
     return path
 
 
+GPU_HOURS_BELOW = 1000  # a budget under this is GPU-hours, over it tokens
+
+
 def settings_for(
     root: Path, policy: Policy, budget: int, port: int, checker_port: int = 10
 ) -> dict[str, Any]:
@@ -295,10 +323,15 @@ def settings_for(
         "endpoint": f"http://127.0.0.1:{port}/v1",
         "api": "chat",
         "runs_dir": root / "runs",
-        "budget.total_tokens": budget,
         "retry.endpoint_wait_s": 2.0,
         "retry.max_attempts": 1,
     }
+    # A budget below GPU_HOURS_BELOW is virtual GPU-hours (the wall clock of the lab's GPU),
+    # the primary axis of issue 45; else GPU tokens.
+    if budget < GPU_HOURS_BELOW:
+        flags["budget.wall_clock_s"] = budget * 3600.0
+    else:
+        flags["budget.total_tokens"] = budget
     flags.update(policy.flags)
     if flags.pop(CHECKER_FLAG, False):
         flags["roles.checker.endpoint"] = f"http://127.0.0.1:{checker_port}/v1"
@@ -484,6 +517,63 @@ def run_session(
     return session
 
 
+def run_set(
+    root: Path,
+    policy: Policy,
+    problems: tuple[ProblemParams, ...],
+    roles: RoleParams,
+    gpu_model: GpuModel,
+    seed: int,
+    budget: float,
+    slots: int,
+    by_need: bool,
+) -> list[Session]:
+    """One evaluation of the whole set in the lab, as ``solver eval`` drives it: every
+    problem's run at once in one event loop, on one virtual GPU, sharing ``slots`` calls in
+    flight (``SharedCapacity``, with or without ``by_need``); a Session per problem, each
+    carrying the set's decode and virtual wall time."""
+    gpu = VirtualGpu(model=gpu_model)
+    capacity = SharedCapacity(slots, by_need=by_need)
+    labs = {p.name: LabModel(p, roles, seed) for p in problems}
+
+    async def one(params: ProblemParams) -> Path:
+        lab = labs[params.name]
+        path = problem_file(root, params)
+        flags = settings_for(root, policy, budget, 9, 10)  # type: ignore[arg-type]
+        resolved = resolve_settings(flags=flags, env={}, cwd=root)
+
+        def client(
+            endpoint: Endpoint,
+            deadlines: Deadlines,
+            retry: RetryPolicy,
+            on_connect: Callable[[Connection], None],
+        ) -> ModelClient:
+            return ScriptedClient(endpoint, lab, on_connect=on_connect, pace=gpu)
+
+        outcome = await start_run(
+            load_problem(path),
+            path,
+            resolved,
+            evaluation=False,
+            argv=["lab-set", policy.name, params.name, str(seed)],
+            make_progress=_Quiet,
+            on_created=lambda _: None,
+            capacity=capacity,
+            seams=Seams(client=client, clock=gpu.clock),
+        )
+        return Path(outcome.run_dir)
+
+    async def every() -> list[Path]:
+        return list(await asyncio.gather(*(one(p) for p in problems)))
+
+    run_dirs = asyncio.run(every())
+    sessions = []
+    for params, run_dir in zip(problems, run_dirs, strict=True):
+        sessions.append(summarise(run_dir, policy, params, labs[params.name], gpu, seed, False))
+        shutil.rmtree(run_dir)
+    return sessions
+
+
 def solve_in_lab(
     path: Path,
     resolved: ResolvedSettings,
@@ -609,6 +699,7 @@ def summarise(
         decode_by_key=decode_by_key,
         decode_by_fate=decode_by_fate,
         peak_in_flight=gpu.peak,
+        occupancy={str(n): t for n, t in sorted(gpu.occupancy.items())},
     )
 
 
@@ -916,6 +1007,102 @@ def in_flight(
     return "\n".join(lines)
 
 
+def concurrency_of(policy: Policy) -> int:
+    return int(policy.flags.get("concurrency", 20))  # solver.config's default
+
+
+def median_in_flight(rows: list[Session]) -> float:
+    """The calls on the GPU at the median of the rows' virtual time with any call on it."""
+    held: dict[int, float] = {}
+    for s in rows:
+        for n, t in s.occupancy.items():
+            held[int(n)] = held.get(int(n), 0.0) + t
+    total = sum(held.values())
+    run = 0.0
+    for n in sorted(held):
+        run += held[n]
+        if run >= total / 2:
+            return float(n)
+    return 0.0
+
+
+def per_solved(rows: list[Session], value: Callable[[Session], float]) -> float | None:
+    """``value`` summed over the rows per problem solved (a strict 7: the true score of the
+    proof submitted); None with none solved."""
+    solved = sum(s.strict == 7 for s in rows)
+    return sum(value(s) for s in rows) / solved if solved else None
+
+
+def ratio_per_solved(
+    first: list[Session],
+    second: list[Session],
+    value: Callable[[Session], float],
+    draws: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float, float] | None:
+    """``per_solved`` of ``first`` over ``second`` with a 95% bootstrap interval (sessions
+    resampled within each problem, each side on its own)."""
+    a, b = per_solved(first, value), per_solved(second, value)
+    if a is None or b is None:
+        return None
+    mine = list(_problem_groups(first).values())
+    theirs = list(_problem_groups(second).values())
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(draws):
+        ra = per_solved([rng.choice(g) for g in mine for _ in g], value)
+        rb = per_solved([rng.choice(g) for g in theirs for _ in g], value)
+        if ra is not None and rb is not None:
+            ratios.append(ra / rb)
+    ratios.sort()
+    return a / b, ratios[int(0.025 * len(ratios))], ratios[int(0.975 * len(ratios)) - 1]
+
+
+def flight(sessions: list[Session], policies: tuple[Policy, ...], baseline: str = "") -> str:
+    """Issue 45's measures per policy: the time-weighted median of calls on the GPU against
+    the policy's concurrency, the virtual GPU's decode throughput, virtual wall time and
+    decode per problem solved (against ``baseline``'s, with 95% intervals), and the
+    ``solved`` claims: made, correct (a strict 7), and the share of sessions left unclaimed."""
+    head = (
+        f"{'policy':<9}{'median':>7}{'/conc':>6}{'dec tok/s':>10}{'wall h/solved':>14}"
+        f"{'dec M/solved':>13}{'claims':>8}{'correct':>8}{'unclaimed':>10}"
+    )
+    lines = [head]
+    base = [s for s in sessions if s.policy == baseline]
+    notes = []
+    for policy in policies:
+        mine = [s for s in sessions if s.policy == policy.name]
+        if not mine:
+            continue
+        median = median_in_flight(mine)
+        wall = sum(s.wall_s for s in mine)
+        rate = sum(s.decode for s in mine) / wall if wall else 0.0
+        wall_solved = per_solved(mine, lambda s: s.wall_s / 3600)
+        decode_solved = per_solved(mine, lambda s: s.decode / 1e6)
+        claims = [s for s in mine if s.outcome == "solved"]
+        right = sum(s.strict == 7 for s in claims)
+        lines.append(
+            f"{policy.name:<9}{median:7.0f}{median / concurrency_of(policy):6.2f}{rate:10.0f}"
+            f"{wall_solved if wall_solved is not None else float('inf'):14.2f}"
+            f"{decode_solved if decode_solved is not None else float('inf'):13.2f}"
+            f"{len(claims):8d}"
+            f"{(f'{right / len(claims):.0%}' if claims else '-'):>8}"
+            f"{1 - len(claims) / len(mine):10.0%}"
+        )
+        if base and policy.name != baseline:
+            for what, value in (
+                ("wall", lambda s: s.wall_s),
+                ("decode", lambda s: float(s.decode)),
+            ):
+                found = ratio_per_solved(mine, base, value)
+                if found is not None:
+                    notes.append(
+                        f"  {policy.name:<9}{what} per solved problem {found[0]:.2f}x "
+                        f"{baseline}'s [{found[1]:.2f}, {found[2]:.2f}]"
+                    )
+    return "\n".join(lines + notes)
+
+
 def false_accepts(sessions: list[Session], policies: tuple[Policy, ...]) -> str:
     """Where the false accepts come from: by cause and by problem."""
     names = [p.name for p in PROBLEMS]
@@ -1054,7 +1241,7 @@ def check_http(
 SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     # the least known first, so a sweep cut short has measured them
     "p_wrong": ("problems", (0.5, 1.5)),
-    "p_hidden": ("problems", (0.5, 1.67)),  # P6: 0.15 to 0.5
+    "p_hidden": ("problems", (0.17, 1.67)),  # P6: 0.05 to 0.5
     "fix": ("problems", (0.6, 1.4)),
     "false_alarm": ("roles", (0.05, 0.25)),
     "review_confirm_real": ("roles", (0.75, 0.97)),
@@ -1079,6 +1266,8 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     # how far the verifier variants' blind spots are one another's: 1 the centre, all shared
     # (docs/bench-policy.md, "Blind spots of the verifier variants")
     "variant_correlation": ("roles", (0.0, 0.5)),
+    # a flawed fresh proof's second flaw (docs/bench-policy.md, "Parameters"; not measured)
+    "second_flaw": ("roles", (0.15, 0.55)),
 }
 
 
@@ -1223,6 +1412,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="2 sessions per problem, small budget")
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--budget", type=int, default=4_000_000, help="GPU tokens per problem")
+    parser.add_argument(
+        "--gpu-hours",
+        type=float,
+        default=0.0,
+        help="virtual GPU-hours per problem instead of a token budget (equal GPU time)",
+    )
+    parser.add_argument(
+        "--held-out",
+        type=int,
+        default=-1,
+        metavar="SEED",
+        help="also run the seeds from SEED on (the block the headline is reported on)",
+    )
     parser.add_argument("--policies", default="", help="comma-separated subset")
     parser.add_argument(
         "--set",
@@ -1263,6 +1465,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", action="store_true", help="per-session rows as JSON lines")
     parser.add_argument(
+        "--set-priority",
+        type=int,
+        default=0,
+        metavar="SETS",
+        help="evaluate the whole set at once on one GPU (--slots), each run ending at "
+        "--gpu-hours, with today's capacity sharing and fewest-accepted-first; then exit",
+    )
+    parser.add_argument("--slots", type=int, default=20, help="calls in flight a set shares")
+    parser.add_argument(
+        "--trace",
+        metavar="POLICY:PROBLEM:SEED",
+        help="one session in process and over HTTP, step by step side by side; then exit",
+    )
+    parser.add_argument(
         "--compare",
         nargs=2,
         metavar="FILE[:POLICY]",
@@ -1275,6 +1491,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
+    if args.held_out >= 0:
+        # the block the settings were chosen on, then the held-out block, each printed whole
+        given = list(sys.argv[1:] if argv is None else argv)
+        rest = [a for i, a in enumerate(given) if not _held_out_arg(given, i)]
+        print(f"== the block chosen on: seeds {args.first_seed} on")
+        chosen_on = main(rest)
+        print(f"\n== the held-out block: seeds {args.held_out} on")
+        return max(chosen_on, main([*rest, "--first-seed", str(args.held_out)]))
+    if args.gpu_hours:
+        args.budget = args.gpu_hours
+    if args.trace:
+        return trace(args.trace, args.budget)
+    if args.set_priority:
+        first = next((p for p in POLICIES if p.name == (args.policies or "default")), None)
+        if first is None:
+            print(f"no such policy: {args.policies}", file=sys.stderr)
+            return 2
+        hours = args.gpu_hours or 2.0
+        set_priority(
+            first, args.set_priority, hours, args.slots, RoleParams(), GpuModel(), args.first_seed
+        )
+        return 0
     if args.quick:
         args.sessions, args.budget, args.audit_every = 2, 1_500_000, 1
     if args.sessions_override:
@@ -1373,7 +1611,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(row))
     print(
         f"{args.sessions} sessions per problem, {len(problems)} problems, budget "
-        f"{args.budget / 1e6:g}M GPU tokens per problem; means per problem-session except "
+        + (
+            f"{args.budget:g} virtual GPU-hours"
+            if args.budget < GPU_HOURS_BELOW
+            else f"{args.budget / 1e6:g}M GPU tokens"
+        )
+        + " per problem; means per problem-session except "
         f"the /{7 * len(problems)} columns (sum over problems, 95% bootstrap interval)"
     )
     print(table(sessions, chosen))
@@ -1396,6 +1639,12 @@ def main(argv: list[str] | None = None) -> int:
         print(decode_ratios(sessions, chosen, "before"))
     print("\nwhy the solve phase ended:")
     print(ends(sessions))
+    print(
+        "\ncalls in flight (time-weighted median, against concurrency), decode throughput of"
+        "\nthe virtual GPU, and per problem solved (strict 7); solved claims made, correct,"
+        "\nand the sessions left unclaimed:"
+    )
+    print(flight(sessions, chosen, "before" if any(p.name == "before" for p in chosen) else ""))
     print("\ncalls on the GPU at once (running or waiting for a slot):")
     print(in_flight(sessions, chosen, gpu.slots, measured_up_to))
     print("\nfalse accepts by cause (hidden: no verifier sees the flaw; missed: a visible flaw no")
@@ -1418,6 +1667,103 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{len(failed)} audited sessions FAILED the audit", file=sys.stderr)
         return 1
     return 0
+
+
+def set_priority(
+    policy: Policy,
+    sets: int,
+    hours: float,
+    slots: int,
+    roles: RoleParams,
+    gpu: GpuModel,
+    first_seed: int,
+    out: Callable[[str], None] = print,
+) -> None:
+    """Issue 45 point 2: the whole set evaluated at once on one GPU of ``slots`` calls in
+    flight, each run ending at ``hours`` of virtual GPU time, with today's capacity sharing
+    (first come) and with ``by_need`` (fewest accepted proofs first); ``sets`` seeds, the
+    strict totals side by side and their paired difference."""
+    rows: dict[bool, list[list[Session]]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory(prefix="policy-lab-set-", dir=SCRATCH) as tmp:
+        for seed in range(first_seed, first_seed + sets):
+            for by_need in (False, True):
+                got = run_set(Path(tmp), policy, PROBLEMS, roles, gpu, seed, hours, slots, by_need)
+                rows[by_need].append(got)
+    out(
+        f"{policy.name}: the set of {len(PROBLEMS)} at once on {slots} slots, {hours:g} virtual "
+        f"GPU-hours, {sets} sets (seeds {first_seed} on)"
+    )
+    out(f"{'sharing':<22}{'strict /42':>12}{'solved claims':>15}{'decode M':>10}{'wall h':>8}")
+    for by_need, name in ((False, "first come (today)"), (True, "fewest accepted first")):
+        sets_rows = rows[by_need]
+        strict = sum(s.strict for group in sets_rows for s in group) / len(sets_rows)
+        claims = sum(s.outcome == "solved" for group in sets_rows for s in group) / len(sets_rows)
+        decode = sum(group[0].decode for group in sets_rows) / len(sets_rows) / 1e6
+        wall = sum(group[0].wall_s for group in sets_rows) / len(sets_rows) / 3600
+        out(f"{name:<22}{strict:12.2f}{claims:15.2f}{decode:10.2f}{wall:8.2f}")
+    per_problem: dict[str, list[int]] = {}
+    for before, after in zip(rows[False], rows[True], strict=True):
+        for a, b in zip(after, before, strict=True):
+            per_problem.setdefault(a.problem, []).append(a.strict - b.strict)
+    mean, low, high = bootstrap(per_problem)
+    out(
+        f"fewest accepted first - first come, paired by seed: {mean:+.2f} [{low:+.2f}, {high:+.2f}]"
+    )
+
+
+def trace(spec: str, budget: int, out: Callable[[str], None] = print) -> int:
+    """Issue 45's trace: one session (``POLICY:PROBLEM:SEED``) in process and over real HTTP,
+    side by side, one line per step of the engine: the virtual time, the calls the policy
+    planned anew, the calls in flight before and after the engine started what it could, the
+    tokens left and those promised to calls in flight."""
+    from solver.loop import engine as engine_module
+
+    name, problem, seed = [*spec.split(":"), "", "", ""][:3]
+    chosen = next((p for p in POLICIES if p.name == name), None)
+    params = next((p for p in PROBLEMS if p.name == problem), None)
+    if chosen is None or params is None or not seed.isdigit():
+        print(f"--trace wants POLICY:PROBLEM:SEED, not {spec!r}", file=sys.stderr)
+        return 2
+    original = engine_module.Engine._start_calls
+    steps: list[tuple[int, int, int, int, int]] = []
+
+    def traced(self: Any, planned: tuple[Any, ...]) -> bool:
+        before = len(self.tasks)
+        ended = original(self, planned)
+        left = (self.policy.total_tokens or 0) - self.state.tokens_total
+        steps.append((len(planned), before, len(self.tasks), left, self._reserved.held()))
+        return ended
+
+    sides: list[list[tuple[int, int, int, int, int]]] = []
+    engine_module.Engine._start_calls = traced  # type: ignore[method-assign]
+    try:
+        with tempfile.TemporaryDirectory(prefix="policy-lab-trace-", dir=SCRATCH) as tmp:
+            for http in (False, True):
+                steps.clear()
+                run_session(
+                    Path(tmp), chosen, params, RoleParams(), GpuModel(), int(seed), budget,
+                    http=http, audit=False,
+                )  # fmt: skip
+                sides.append(list(steps))
+    finally:
+        engine_module.Engine._start_calls = original  # type: ignore[method-assign]
+    out(f"{spec}: in process | over HTTP (planned anew, in flight before -> after, left, promised)")
+    for n in range(max(len(side) for side in sides)):
+        cells = [
+            f"{a:3d} {b:3d}->{c:3d} {d:9d} {e:9d}" if n < len(side) else " " * 30
+            for side in sides
+            for a, b, c, d, e in [side[n] if n < len(side) else (0, 0, 0, 0, 0)]
+        ]
+        differ = "" if len(set(cells)) == 1 else "  DIFFER"
+        out(f"{n:4d}  " + " | ".join(cells) + differ)
+    same = sides[0] == sides[1]
+    out(f"{len(sides[0])} and {len(sides[1])} steps; {'the same' if same else 'NOT the same'}")
+    return 0 if same else 1
+
+
+def _held_out_arg(argv: list[str], i: int) -> bool:
+    """Whether ``argv[i]`` is ``--held-out`` or its value."""
+    return argv[i].startswith("--held-out") or (i > 0 and argv[i - 1] == "--held-out")
 
 
 def _flush(line: str) -> None:

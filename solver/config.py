@@ -134,6 +134,16 @@ class Acceptance(_Section):
         description="once a lineage is accepted, only this many others (the furthest along) "
         "go on at a time (0: all)",
     )
+    minor_blocks: bool = Field(
+        default=False,
+        description="a report with any finding, minor included, does not pass its proof (as "
+        "DeepSeek-Math-V2 scores minor errors 0.5 and accepts only a mean score of 1)",
+    )
+    fill_slots: bool = Field(
+        default=False,
+        description="start lineages beyond candidates while fewer calls than concurrency are "
+        "in flight, so the server is kept busy whenever work could be ready",
+    )
     start_lineages: int = Field(
         default=0,
         ge=0,
@@ -206,6 +216,10 @@ class Budget(_Section):
     wall_clock_s: float | None = Field(default=None, gt=0)
     total_tokens: int | None = Field(default=None, gt=0)
     calls: int | None = Field(default=None, gt=0)
+    # What a solve call in flight holds of the token budget: its role's expected length
+    # (1.5 x the longest the run has seen, solver.loop.budget), or its full max_tokens and no
+    # more than its lineage's share of what is left (the rule before issue 45).
+    reserve: Literal["expected", "max_tokens"] = "expected"
 
 
 class Timeouts(_Section):

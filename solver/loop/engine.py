@@ -31,6 +31,7 @@ from solver.llm import (
     decode_stream,
     fold_events,
 )
+from solver.loop.budget import Reservations, expected_cap
 from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder, tokens_estimate
 from solver.loop.policy import PolicyConfig, RunEnd, decide
@@ -89,7 +90,11 @@ class Engine:
         capacity: SharedCapacity | None = None,
         label: str = "",
         floor: Callable[[str], int] | None = None,
+        reserve_full: bool = False,
     ) -> None:
+        # True: a solve call holds its role's full max_tokens of the budget, and no more than
+        # its lineage's share of what is left (``budget.reserve = "max_tokens"``).
+        self.reserve_full = reserve_full
         self.capacity = capacity  # shared with the other runs of an evaluation
         # The fewest output tokens a new solve call of a role may be given under the token
         # budget (``roles.<role>.min_tokens``): below it the call waits for tokens promised
@@ -111,9 +116,9 @@ class Engine:
         self.progress = progress
         self.elapsed = elapsed
         self.tasks: dict[str, asyncio.Task[None]] = {}
-        # Tokens promised to solve calls in flight (input estimate plus max_tokens), so that
+        # Tokens promised to solve calls in flight (input estimate plus output cap), so that
         # calls started together cannot overrun the token budget between them.
-        self._promised: dict[str, int] = {}
+        self._reserved = Reservations(policy.total_tokens or 0)
         self._observers: dict[str, CallObserver] = {}
         # The refusal the last calls failed with, and how many in a row since a call
         # completed: a server refusing every call the same way is misconfigured.
@@ -158,11 +163,11 @@ class Engine:
             if self.tasks:
                 await asyncio.gather(*self.tasks.values(), return_exceptions=True)
             self.tasks.clear()
-            self._promised.clear()
+            self._reserved.clear()
             self._observers.clear()
 
     def _forget(self, call_id: str) -> None:
-        self._promised.pop(call_id, None)
+        self._reserved.settle(call_id)
         self._observers.pop(call_id, None)
 
     def _start_calls(self, planned_calls: tuple[CallPlanned, ...]) -> bool:
@@ -171,7 +176,14 @@ class Engine:
         recorded as the budget's end, and the policy then leaves the solve phase."""
         free = self.concurrency - len(self.tasks)
         if self.capacity is not None:
-            free = min(free, self.capacity.free())
+            shared = self.capacity.free(self)
+            if self.capacity.by_need:
+                # what this run planned beyond the free slots waits for one; runs with fewer
+                # accepted proofs are served first
+                short = max(len(planned_calls) - max(min(free, shared), 0), 0)
+                self.capacity.wait(self, short if shared < free else 0, len(self.state.accepted()))
+                shared = self.capacity.free(self)
+            free = min(free, shared)
         solving = {ln.lineage for ln in self.state.lineages.values() if ln.active}
         solving |= {c.lineage for c in planned_calls if c.phase == "solve" and c.lineage}
         for planned in planned_calls[: max(free, 0)]:
@@ -181,10 +193,10 @@ class Engine:
             estimate = 0
             if self.policy.total_tokens is not None and planned.phase == "solve":
                 estimate = self.contexts.input_estimate(_provisional(planned))
-            cap = self._token_cap(planned.phase, estimate, len(solving))
+            cap = self._token_cap(planned.phase, planned.role, estimate, len(solving))
             floor = self.floor(planned.role)
             if cap is not None and cap < floor:
-                if self._promised:
+                if self._reserved.promised:
                     break  # the budget left is promised to calls in flight; wait
                 left = (self.policy.total_tokens or 0) - self.state.tokens_total
                 decision = Decision(
@@ -205,19 +217,32 @@ class Engine:
         if self.capacity is not None:
             self.capacity.set_used(self, len(self.tasks), self.label)
 
-    def _token_cap(self, phase: str, estimate: int, lineages: int = 1) -> int | None:
-        """The most output tokens a new solve call may be given under the token budget: what
-        is left, less what the calls in flight may still spend and the new call's own input;
-        and no more than its lineage's share of what is left, so one call cannot take the
-        budget the other candidates need to run beside it (unless nothing else is running).
-        Grading after the solve phase is not capped: the budget bounds the search, not the
-        judging of what it found."""
+    def _token_cap(self, phase: str, role: str, estimate: int, lineages: int) -> int | None:
+        """The most output tokens a new solve call may be given under the token budget: its
+        role's expected length (``solver.loop.budget``), within what is left less what the
+        calls in flight may still spend and the new call's own input. Grading after the solve
+        phase is not capped: the budget bounds the search, not the judging of what it found."""
         if self.policy.total_tokens is None or phase != "solve":
             return None
         left = self.policy.total_tokens - self.state.tokens_total
-        cap = min(left - sum(self._promised.values()), left // max(lineages, 1)) - estimate
-        if cap < 1 and not self._promised:
-            cap = left - estimate
+        # no more than its lineage's share of what is left, so one call cannot take the
+        # budget the other candidates need beside it: the whole rule with reserve_full, the
+        # prior of a role the run has no lengths of yet otherwise
+        share = left // max(lineages, 1) - estimate
+        wanted = share
+        if not self.reserve_full:
+            wanted = expected_cap(
+                (
+                    c.output_tokens
+                    for c in self.state.calls.values()
+                    if c.role == role and c.status == "completed"
+                ),
+                int(self.sampling(role)["max_tokens"]),
+                share,
+            )
+        cap = self._reserved.cap(self.state.tokens_total, estimate, wanted)
+        if cap < 1 and not self._reserved.promised:
+            cap = left - estimate  # nothing else is running: all that is left
         return cap
 
     async def _wait_one(self) -> None:
@@ -290,7 +315,7 @@ class Engine:
             cap = self.policy.total_tokens - self.state.tokens_total - estimate
         if cap is not None:
             max_tokens = min(max_tokens, max(cap, 1))
-            self._promised[call_id] = estimate + max_tokens
+            self._reserved.promise(call_id, estimate, max_tokens)
         self.progress.call_started(call)
         self.tasks[call_id] = asyncio.create_task(self._run_call(call, max_tokens), name=call_id)
 

@@ -89,6 +89,12 @@ class PolicyConfig:
     focus_after_accept: int = 0
     # Lineages run side by side until a round fails somewhere (0: ``candidates`` from the start).
     start_lineages: int = 0
+    # Lineages beyond ``candidates`` start while fewer calls than this are in flight or
+    # planned, so slots the staging of ``candidates`` lineages leaves idle do work (0: off).
+    fill: int = 0
+    # A report with any finding, a minor one included, does not pass (DeepSeek-Math-V2's
+    # 0.5 for minor errors, which keeps a proof's mean score below the 1 it accepts).
+    minor_blocks: bool = False
     best_version: bool = False  # revise from and submit each lineage's best version
     # A fresh proof gets a second turn of its generator (check and improve) before verification.
     self_improve: bool = False
@@ -234,6 +240,11 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     while open_slots > 0 and next_index < cfg.max_lineages:
         calls.append(_new_lineage_call(state, next_index, cfg, seeded))
         open_slots -= 1
+        next_index += 1
+    busy = len(state.in_flight()) + len(calls)
+    while busy < cfg.fill and next_index < cfg.max_lineages:
+        calls.append(_new_lineage_call(state, next_index, cfg, seeded))
+        busy += 1
         next_index += 1
 
     if cfg.calls is not None:
@@ -533,7 +544,7 @@ def verification_outcome(state: RunState, call: CallState, cfg: PolicyConfig) ->
         for f in findings
         if f.id in confirmed and severity.get(f.id, f.severity) in BLOCKING_SEVERITIES
     ]
-    if blocking:
+    if blocking or (cfg.minor_blocks and findings):
         return "fail"
     if _verdict(call) == "pass":
         return "pass"
@@ -1235,12 +1246,37 @@ def _given_selections(state: RunState) -> tuple[list[CallPlanned], bool]:
     return calls, running
 
 
+def _claim_doubt(state: RunState, version: VersionState) -> str:
+    """Why an accepted proof may not be claimed solved ("" when nothing stands against it):
+    the accepted proofs state different final answers, so at least one of them is wrong and
+    the run cannot tell which; or its own verifications left a blocking finding open (a
+    critical or major finding confirmed, or unreviewed in a run without reviews)."""
+    stated = {k for k in _answer_groups(state, state.accepted()) if k is not None}
+    if len(stated) > 1:
+        return (
+            "the accepted proofs state different final answers (" + ", ".join(sorted(stated)) + ")"
+        )
+    blocking = [
+        f
+        for f in confirmed_findings(state, version.lineage, version.version)
+        if f.severity in BLOCKING_SEVERITIES
+    ]
+    if blocking:
+        return f"{len(blocking)} blocking finding(s) of its verifications stand unresolved"
+    return ""
+
+
 def _finish(state: RunState, selected: tuple[str, int] | None, reason: str) -> RunEnd:
     if selected is not None:
         version = state.lineages[selected[0]].versions[selected[1]]
-        if version.status == "accepted":
+        doubt = _claim_doubt(state, version) if version.status == "accepted" else ""
+        if version.status == "accepted" and not doubt:
             return RunEnd("solved", selected, reason)
         grade = grade_of(state, version)
+        if doubt:
+            # Accepted, but what the run found contradicts it: not claimed solved.
+            reason = f"{reason}; not claimed solved: {doubt}"
+            return RunEnd("unsolved" if grade == 0 else "partial", selected, reason)
         if (grade or 0) > 0:
             return RunEnd("partial", selected, reason)
         if grade is None and selected[0] != GIVEN:  # a given proof's grade is the evaluation's

@@ -70,6 +70,7 @@ class CallState:
     facts: Facts = field(default_factory=NoFacts)
     output_blob: str | None = None
     tokens: int = 0
+    output_tokens: int = 0  # what the call wrote: its role's lengths set the budget's caps
     # The raw response of an attempt that completed; a call killed after this is finished
     # from the recorded bytes on resume, never paid for twice.
     response_blob: str | None = None
@@ -287,6 +288,7 @@ class RunState:
         self.tokens_out += spent_out
         self.tokens_reasoning += usage.reasoning_tokens
         call.tokens += spent_in + spent_out
+        call.output_tokens += spent_out
         self.tokens_by_role[call.role] = (
             self.tokens_by_role.get(call.role, 0) + spent_in + spent_out
         )

@@ -47,6 +47,8 @@ def policy_config(
         recurrence_rounds=acceptance.recurrence_rounds,
         focus_after_accept=acceptance.focus_after_accept,
         start_lineages=acceptance.start_lineages,
+        fill=settings.concurrency if acceptance.fill_slots else 0,
+        minor_blocks=acceptance.minor_blocks,
         best_version=acceptance.best_version,
         self_improve=acceptance.self_improve,
         restart_from_pool=acceptance.restart_from_pool,

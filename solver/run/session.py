@@ -273,6 +273,7 @@ class _Session:
             api=plan.endpoint.api,
             sampling=sampling_for(settings, None),
             floor=floor_for(settings),
+            reserve_full=settings.budget.reserve == "max_tokens",
             # Within an evaluation the run may use any slot the others leave free.
             concurrency=plan.capacity.slots if plan.capacity is not None else settings.concurrency,
             capacity=plan.capacity,

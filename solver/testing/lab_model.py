@@ -149,6 +149,10 @@ class RoleParams:
     # (range 0 to 1, not measured: docs/bench-policy.md, "Thinking budget"). The other
     # roles' budgets stay free, so the lab does not measure them.
     budget_cost: float = 0.5
+    # A flawed fresh proof has a second flaw (a major gap) with this chance. Not measured: no
+    # source counts flaws per proof, so it is swept over 0.15 to 0.55 (docs/bench-policy.md,
+    # "Parameters").
+    second_flaw: float = 0.35
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -425,7 +429,7 @@ class LabModel:
         else:
             severity = "critical" if draws.chance(self.problem.p_critical) else "major"
             flaws = [self._flaw(draws, severity)]
-        if draws.chance(0.35):
+        if draws.chance(self.roles.second_flaw):
             flaws.append(self._flaw(draws, "major"))
         return tuple(flaws)
 

@@ -68,6 +68,8 @@ class VirtualGpu:
     cancelled_decode: int = 0
     busy: int = 0
     peak: int = 0
+    # virtual seconds spent with n calls on the GPU (running or waiting for a slot), n >= 1
+    occupancy: dict[int, float] = field(default_factory=dict)
     _jobs: dict[int, _Job] = field(default_factory=dict)
     _by_request: dict[int, _Job] = field(default_factory=dict)
     _next: int = 0
@@ -169,6 +171,8 @@ class VirtualGpu:
         first = min(live, key=lambda j: (j.work, j.key))
         step = first.work
         self.now += step * slow
+        held = len(self._jobs)
+        self.occupancy[held] = self.occupancy.get(held, 0.0) + step * slow
         for job in live:
             job.work -= step
         del self._jobs[first.key]

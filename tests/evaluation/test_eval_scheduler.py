@@ -44,6 +44,34 @@ def test_capacity_counts_every_holder_and_wakes_waiters() -> None:
         SharedCapacity(0)
 
 
+def test_by_need_free_slots_go_first_to_the_runs_with_fewest_accepted_proofs() -> None:
+    async def scenario() -> list[str]:
+        pool = SharedCapacity(4, by_need=True)
+        behind, ahead, third = object(), object(), object()
+        pool.set_used(third, 2)
+        pool.wait(ahead, 3, accepted=1)  # wants 3 more, one proof accepted
+        pool.wait(behind, 1, accepted=0)  # wants 1, none accepted: served first
+        assert pool.free(behind) == 2
+        assert pool.free(ahead) == 1  # the slot the run without a proof waits for is held
+        assert pool.free() == 2  # without a holder: every free slot
+        seen: list[str] = []
+
+        async def waiter() -> None:
+            await pool.changed()
+            seen.append(f"free {pool.free(ahead)}")
+
+        task = asyncio.create_task(waiter())
+        await asyncio.sleep(0)
+        pool.wait(behind, 0, accepted=0)  # it got its slot: the run behind may go
+        await task
+        return seen
+
+    assert asyncio.run(scenario()) == ["free 2"]
+    first_come = SharedCapacity(4)
+    first_come.wait(object(), 3, accepted=0)
+    assert first_come.free(object()) == 4  # today's sharing: no one is ahead
+
+
 def test_a_run_still_solving_takes_the_slots_a_finished_run_gave_back(tmp_path: Path) -> None:
     problems = [
         Problem(id="easy", statement="Prove the easy claim.", reference_solution="Ref."),

@@ -263,7 +263,7 @@ def test_the_sweep_moves_one_parameter_and_compares_each_policy_with_each_baseli
     mean, low, high = policy.difference({"P": [7, 7, 7, 0]}, {"P": [0, 0, 7, 0]})
     assert mean == 3.5 and low <= mean <= high
     assert policy.difference({"P": [7] * 4}, {"P": [0] * 4}) == (7.0, 7.0, 7.0)
-    assert {p.name for p in policy.POLICIES if p.baseline} == {"before", "hy", "dsm"}
+    assert {p.name for p in policy.POLICIES if p.baseline} == {"before", "hy", "dsm", "dsm-minor"}
 
 
 def test_a_checkers_blind_spots_are_as_many_as_configured_and_correlated_as_configured() -> None:
@@ -752,3 +752,32 @@ def test_a_budget_fitted_under_the_cap_rescues_a_proof_that_would_be_cut() -> No
     assert fitted.finish_reason == "stop" and "## Self-assessment" in fitted.text
     (proof,) = lab.proofs_in(fitted.text)
     assert fitted.usage is not None and fitted.usage[1] == cap - 8192 + proof.tokens
+
+
+def test_a_minor_remark_fails_a_report_only_under_minor_blocks() -> None:
+    """``acceptance.minor_blocks`` (DeepSeek-Math-V2's 0.5 for minor errors): a passing report
+    with a minor finding is a fail; without it, a pass."""
+    from solver.loop.policy import verification_outcome
+    from solver.loop.state import CallState, RunState
+    from solver.records import VerificationFacts
+    from solver.roles.verifier import ProofFinding
+
+    minor = ProofFinding(id="F1", location="Step 1", severity="minor", explanation="terse")
+    call = CallState(
+        call_id="L0.v0.verify.0",
+        role="verifier",
+        variant="stepwise",
+        phase="solve",
+        lineage="L0",
+        version=0,
+        target=None,
+        evaluation=False,
+        status="completed",
+        parsed_ok=True,
+        facts=VerificationFacts(verdict="pass", findings=(minor,)),
+    )
+    state = RunState(reviews=False)
+    state.calls[call.call_id] = call
+    assert verification_outcome(state, call, PolicyConfig(review=False)) == "pass"
+    strict = PolicyConfig(review=False, minor_blocks=True)
+    assert verification_outcome(state, call, strict) == "fail"

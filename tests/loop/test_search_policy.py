@@ -506,3 +506,56 @@ def test_without_refining_from_the_pool_a_lineage_revises_its_own_proof(tmp_path
         outcome = solve(fake, tmp_path, candidates=2, acceptance__verify_stage=1)
     state = state_of(outcome.run_dir)
     assert state.calls["L1.v1.revise"].target == "0"
+
+
+def _end_of(state: RunState) -> tuple[str, str]:
+    from solver.loop.policy import _finish  # the outcome rule itself, on a built state
+
+    end = _finish(state, ("L0", 0), "selected")
+    return end.outcome, end.reason
+
+
+def test_accepted_proofs_that_disagree_on_the_answer_are_not_claimed_solved() -> None:
+    agreeing = RunState()
+    for index in range(2):
+        _lineage(agreeing, index, "accepted", ("pass",) * 5, "7")
+    assert _end_of(agreeing) == ("solved", "selected")
+    disputed = RunState()
+    for index, answer in enumerate(("7", "8")):
+        _lineage(disputed, index, "accepted", ("pass",) * 5, answer)
+    outcome, reason = _end_of(disputed)
+    assert outcome == "partial"  # ungraded: a proof, not a claim
+    assert "not claimed solved: the accepted proofs state different final answers (7, 8)" in reason
+
+
+def test_an_accepted_proof_with_a_blocking_finding_left_open_is_not_claimed_solved() -> None:
+    state = RunState(reviews=False)  # its findings stand as the verifier reported them
+    _lineage(state, 0, "accepted", ("pass",) * 5)
+    finding = ProofFinding(id="F1", location="Step 2", severity="major", explanation="a gap")
+    facts = VerificationFacts(verdict="fail", findings=(finding,))
+    state.calls["L0.v0.verify.5"] = _call("L0.v0.verify.5", "verifier", "L0", 0, facts=facts)
+    outcome, reason = _end_of(state)
+    assert outcome == "partial"
+    assert "1 blocking finding(s) of its verifications stand unresolved" in reason
+    minor = finding.model_copy(update={"severity": "minor"})
+    facts = VerificationFacts(verdict="pass", findings=(minor,))
+    state.calls["L0.v0.verify.5"] = _call("L0.v0.verify.5", "verifier", "L0", 0, facts=facts)
+    assert _end_of(state)[0] == "solved"  # a minor remark blocks nothing
+
+
+def test_fill_starts_lineages_beyond_the_candidates_while_slots_are_idle() -> None:
+    assert len(_filled(0)) == 2
+    assert _filled(6) == [f"L{i}.v0.generate" for i in range(6)]
+    busy = RunState()
+    _lineage(busy, 0, "open", ())
+    for n in range(5):  # five verifications of L0 in flight
+        call_id = f"L0.v0.verify.{n}"
+        busy.calls[call_id] = _call(call_id, "verifier", "L0", 0)
+        busy.calls[call_id].status = "planned"
+    step = decide(busy, PolicyConfig(candidates=1, verify_stage=0, fill=6), 0.0)
+    assert [c.call_id for c in step.calls] == ["L1.v0.generate"]  # one slot left idle
+
+
+def _filled(fill: int) -> list[str]:
+    step = decide(RunState(), PolicyConfig(candidates=2, fill=fill), elapsed_s=0.0)
+    return sorted(c.call_id for c in step.calls)
