@@ -74,12 +74,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from solver.testing import fake_wire as wire
 from solver.testing.fake_wire import Fault, Reply
 
-__all__ = ["FakeEndpoint", "Fault", "RecordedRequest", "Reply", "Responder"]
+__all__ = ["FakeEndpoint", "Fault", "RecordedRequest", "Reply", "RequestObserver", "Responder"]
 
 _API_BY_PATH = {
     "/v1/chat/completions": "chat",
@@ -145,6 +145,18 @@ class RecordedRequest:
 Responder = Callable[[RecordedRequest], Reply]
 
 
+class RequestObserver(Protocol):
+    """Watches a fake's requests (a worker stand-in's counters): ``started`` when a request
+    arrives, ``ended`` when its answer was sent whole (``completed``) or cut; ``metrics`` is the
+    text ``GET /metrics`` answers."""
+
+    def started(self, request: RecordedRequest) -> None: ...
+
+    def ended(self, request: RecordedRequest, *, completed: bool) -> None: ...
+
+    def metrics(self) -> str: ...
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -185,6 +197,8 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path in ("/health", "/ready"):
             self._send_json(200, {"status": "ok"})
+        elif path == "/metrics" and fake.observer is not None:
+            self._send_text(fake.observer.metrics())
         elif path == "/v1/models":
             model: dict[str, Any] = {
                 "id": fake.served_model,
@@ -228,13 +242,23 @@ class _Handler(BaseHTTPRequestHandler):
         if reply is None:
             self._send_json(500, wire.chat_error("fake endpoint: unexpected request", 500))
             return
-        self._answer(request, reply)
+        observer = fake.observer
+        if observer is None:
+            self._answer(request, reply)
+            return
+        observer.started(request)
+        completed = False
+        try:
+            completed = self._answer(request, reply)
+        finally:
+            observer.ended(request, completed=completed)
 
-    def _answer(self, request: RecordedRequest, reply: Reply) -> None:
+    def _answer(self, request: RecordedRequest, reply: Reply) -> bool:
+        """Send the reply; True when it went out whole."""
         fake = self.server.fake
         fault = reply.fault or Fault()
         if fault.prefill_delay and fake._sleep(fault.prefill_delay):
-            return
+            return False
         if fault.status is not None:
             message = fault.message or f"fake endpoint error {fault.status}"
             encode = {"chat": wire.chat_error, "responses": wire.responses_error}.get(
@@ -244,7 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
             if fault.retry_after is not None:
                 extra["Retry-After"] = f"{fault.retry_after:g}"
             self._send_json(fault.status, encode(message, fault.status), extra)
-            return
+            return False
         rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
         prompt_chars = len(request.system_text) + len(request.user_text)
         model = fake.served_model
@@ -254,8 +278,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "responses": wire.responses_body,
                 "anthropic": wire.anthropic_body,
             }[request.api]
-            self._send_json(200, maker(reply, rid=rid, model=model, prompt_chars=prompt_chars))
-            return
+            return self._send_json(
+                200, maker(reply, rid=rid, model=model, prompt_chars=prompt_chars)
+            )
         if reply.raw_chunks is not None:
             frames = list(reply.raw_chunks)
         elif request.api == "chat":
@@ -268,9 +293,9 @@ class _Handler(BaseHTTPRequestHandler):
             frames = wire.responses_stream(reply, rid=rid, model=model, prompt_chars=prompt_chars)
         else:
             frames = wire.anthropic_stream(reply, rid=rid, model=model, prompt_chars=prompt_chars)
-        self._stream(request.api, frames, fault, reply.chunk_delay)
+        return self._stream(request.api, frames, fault, reply.chunk_delay)
 
-    def _stream(self, api: str, frames: list[bytes], fault: Fault, delay: float) -> None:
+    def _stream(self, api: str, frames: list[bytes], fault: Fault, delay: float) -> bool:
         fake = self.server.fake
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -282,29 +307,31 @@ class _Handler(BaseHTTPRequestHandler):
             for sent in range(len(frames) + 1):
                 if fault.reset_after_chunks == sent:
                     self._reset()
-                    return
+                    return False
                 if fault.truncate_after_chunks == sent:
                     self._write_chunk(b"")
                     self.close_connection = True
-                    return
+                    return False
                 if fault.error_event_after_chunks == sent:
                     self._write_chunk(wire.in_stream_error(api))
                     self._write_chunk(b"")
                     self.close_connection = True
-                    return
+                    return False
                 if fault.malformed_json_after_chunks == sent:
                     self._write_chunk(b'data: {"choices":[{"delta":{"content":"x"\n\n')
                 if fault.stall_after_chunks == sent and fake._sleep(fault.stall_seconds):
                     self.close_connection = True
-                    return
+                    return False
                 if sent == len(frames):
                     break
                 if delay and sent and fake._sleep(delay):
-                    return
+                    return False
                 self._write_chunk(frames[sent])
             self._write_chunk(b"")
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+            return False
+        return True
 
     def _write_chunk(self, data: bytes) -> None:
         # one HTTP chunk per frame, flushed, so the client sees the scripted boundaries
@@ -317,11 +344,20 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.connection.close()
 
-    def _send_json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
+    def _send_json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> bool:
         data = json.dumps(obj, separators=(",", ":")).encode()
+        return self._send_bytes(status, data, "application/json", extra)
+
+    def _send_text(self, text: str) -> bool:
+        return self._send_bytes(200, text.encode(), "text/plain; version=0.0.4")
+
+    def _send_bytes(
+        self, status: int, data: bytes, content_type: str, extra: dict[str, str] | None = None
+    ) -> bool:
+        """True when the whole answer was written."""
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for key, value in (extra or {}).items():
                 self.send_header(key, value)
@@ -330,6 +366,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+            return False
+        return True
 
 
 class FakeEndpoint:
@@ -344,12 +382,15 @@ class FakeEndpoint:
         port: int = 0,
         owned_by: str = "fake",
         apis: tuple[str, ...] = ("chat", "responses", "anthropic"),
+        observer: RequestObserver | None = None,
     ) -> None:
         """``owned_by``: what the models list names as the server ("sglang": a client then
         sends a thinking budget in SGLang's fields, which the responder may honour).
         ``apis``: the protocols served; another's path answers 404, as a server of one
-        protocol answers."""
+        protocol answers. ``observer``: told of every request and its end, and answers
+        ``GET /metrics``."""
         self.apis = apis
+        self.observer = observer
         self.served_model = served_model
         self.owned_by = owned_by
         self.context_length = context_length
