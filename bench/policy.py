@@ -354,6 +354,9 @@ class _Quiet:
     def retrying(self, call_id: str, notice: Any) -> None:
         pass
 
+    def attempt_failed(self, failure: Any) -> None:
+        pass
+
     def decided(self, decision: Any) -> None:
         pass
 

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from solver.config import Settings
 from solver.llm import RetryNotice
+from solver.loop.engine import AttemptFailure
 from solver.loop.policy import PolicyConfig
 from solver.loop.state import CallState, RunState
 from solver.records import Decision
@@ -33,6 +34,7 @@ from solver.run import policy_config
 # Seconds between two `call.progress` lines of one call: a 256k-token stream must not become
 # 256k lines, and a call shorter than this gets none.
 PROGRESS_INTERVAL_S = 1.0
+_MESSAGE_CHARS = 200  # of a failed attempt's message in its progress line
 
 
 @dataclass
@@ -86,6 +88,7 @@ class ProgressBase(ABC):
         # the run's acceptance rules, for pass rates and stages as the policy counts them
         self.policy = policy or policy_config(Settings(), evaluation=False, material=True)
         self.streaming: dict[str, _Streaming] = {}
+        self.failures: list[AttemptFailure] = []  # attempts that failed, retried or not
 
     def call_started(self, call: CallState) -> None:
         now = self.clock()
@@ -134,6 +137,32 @@ class ProgressBase(ABC):
 
     def decided(self, decision: Decision) -> None:
         self.refresh({"event": "decision", **decision.data()})
+
+    def attempt_failed(self, failure: AttemptFailure) -> None:
+        """An attempt cut or refused (a worker behind a gateway died, a 5xx): said at once,
+        with the worker a gateway routed it to, so a run that recovers does not hide it."""
+        self.failures.append(failure)
+        event: dict[str, Any] = {
+            "event": "attempt.failed",
+            "call": failure.call_id,
+            "attempt": failure.attempt,
+            "error": failure.error_kind,
+            "message": failure.message[:_MESSAGE_CHARS],
+            "retryable": failure.retryable,
+        }
+        if failure.worker:
+            event["worker"] = failure.worker
+        self.refresh(event)
+
+    def failures_text(self) -> str | None:
+        """``2 attempts failed (last: L1.v0.verify.1 server_error on http://w1:30000)``."""
+        if not self.failures:
+            return None
+        last = self.failures[-1]
+        where = f" on {last.worker}" if last.worker else ""
+        count = len(self.failures)
+        noun = "attempt" if count == 1 else "attempts"
+        return f"{count} {noun} failed (last: {last.call_id} {last.error_kind}{where})"
 
     def tick(self) -> None:  # noqa: B027 - an optional hook, empty by design
         """A cheap hook for streaming updates; subclasses redraw at their own pace."""
@@ -263,6 +292,9 @@ class LiveProgress(ProgressBase):
             f"budget left: {left}" if left else "no budget set",
             self.search().settings_text(),
         ]
+        failed = self.failures_text()
+        if failed:
+            parts.append(failed)
         return [Text(line, overflow="fold") for line in pack(parts, self.console.width)]
 
     def _candidates(self) -> Table:

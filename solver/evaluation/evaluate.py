@@ -35,7 +35,7 @@ from solver.errors import InputError, SolverError, exit_code_for
 from solver.evaluation.scores import RunStatus
 from solver.llm import RetryNotice
 from solver.loop.capacity import SharedCapacity
-from solver.loop.engine import RunProgress
+from solver.loop.engine import AttemptFailure, RunProgress
 from solver.loop.state import CallState, RunState
 from solver.problems import Problem
 from solver.records import Decision
@@ -65,6 +65,9 @@ class QuietProgress:
         pass
 
     def decided(self, decision: Decision) -> None:
+        pass
+
+    def attempt_failed(self, failure: AttemptFailure) -> None:
         pass
 
 

@@ -24,6 +24,7 @@ import httpx
 from solver._util.ids import uuid7 as new_request_id
 from solver.llm import _policy
 from solver.llm._policy import AllowList, host_port, status_error
+from solver.llm.gateway import gateway_workers_facts, routed_worker
 from solver.llm.probe import (
     custom_logit_processor_enabled,
     estimate_prompt_tokens,
@@ -219,6 +220,17 @@ class ModelClient:
                     if props.status_code == 200:
                         extra = parse_server_info(props.content, props_url)
                         info = replace(info, context_length=extra.context_length)
+                if info.context_length is None:
+                    # smg's models list drops the workers' context lengths; its /workers has them
+                    workers_url = self.endpoint.url_for("/workers", versioned=False)
+                    listed = await client.get(
+                        workers_url, headers=headers, extensions=extensions, timeout=timeout
+                    )
+                    if listed.status_code == 200:
+                        length, runtime = gateway_workers_facts(listed.content, info.models)
+                        info = replace(info, context_length=length)
+                        if runtime == "sglang" and info.server in (None, "self_hosted"):
+                            info = replace(info, server="sglang")
                 if info.server == "sglang":
                     # whether it takes a thinking-budget processor (a router has no such page)
                     info_url = self.endpoint.url_for("/server_info", versioned=False)
@@ -280,8 +292,9 @@ class ModelClient:
         return budget if limits.total is None else min(budget, limits.total)
 
     def _probe_bound(self) -> float:
-        # connect, then the models request and possibly /props
-        return self.deadlines.connect + 2 * self._probe_budget()
+        # connect, then the models request and possibly /props, a gateway's /workers and
+        # SGLang's /server_info
+        return self.deadlines.connect + 4 * self._probe_budget()
 
     # ------------------------------------------------------------ complete
 
@@ -530,6 +543,7 @@ class ModelClient:
             # a proxy or server that only echoes our X-Request-ID tells nothing new
             header_id = response.headers.get("x-request-id") or response.headers.get("request-id")
             state.server_id = header_id if header_id != state.request_id else None
+            state.routed_worker = routed_worker(response.headers)
             held, decided = await self._read(state, response)
         finally:
             await response.aclose()
@@ -649,6 +663,7 @@ class _AttemptState:
     oversized: int | None = None  # the byte limit the response ran past
     status: int | None = None
     server_id: str | None = None
+    routed_worker: str | None = None
     headers_at: float | None = None
     ttfb: float | None = None
     ttft: float | None = None
@@ -676,6 +691,7 @@ class _AttemptState:
         return AttemptEnd(
             request_id=self.request_id,
             server_request_id=self.decoder.server_id or self.server_id,
+            routed_worker=self.routed_worker,
             status=self.status,
             ttfb_s=self.ttfb if self.ttfb is not None else self.headers_at,
             headers_s=self.headers_at,

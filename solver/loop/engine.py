@@ -35,6 +35,7 @@ from solver.loop.budget import Reservations, expected_cap
 from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder, tokens_estimate
 from solver.loop.policy import PolicyConfig, RunEnd, decide
+from solver.loop.recorder import AttemptFailure as AttemptFailure  # re-exported, as RunProgress
 from solver.loop.recorder import CallObserver, journal_usage
 from solver.loop.recorder import Recorder as Recorder
 from solver.loop.recorder import RunProgress as RunProgress  # re-exported: callers import it here

@@ -41,6 +41,20 @@ class RunProgress(Protocol):
     def streamed(self, call_id: str, chars: int) -> None: ...
     def retrying(self, call_id: str, notice: RetryNotice) -> None: ...
     def decided(self, decision: Decision) -> None: ...
+    def attempt_failed(self, failure: AttemptFailure) -> None: ...
+
+
+@dataclass(frozen=True)
+class AttemptFailure:
+    """An attempt that ended in an error other than a cancellation, as the progress view
+    tells it: ``worker`` is the one a gateway routed it to (None without a gateway)."""
+
+    call_id: str
+    attempt: int
+    error_kind: str
+    message: str
+    retryable: bool
+    worker: str | None
 
 
 class Recorder:
@@ -154,6 +168,16 @@ class CallObserver:
                     telemetry=telemetry,
                 )
             )
+            if end.error_kind != "cancelled":  # a cancellation shows as the call's end
+                failure = AttemptFailure(
+                    call_id=self.call_id,
+                    attempt=opened.attempt,
+                    error_kind=end.error_kind,
+                    message=end.error_message or "",
+                    retryable=end.retryable,
+                    worker=end.routed_worker,
+                )
+                self.progress.attempt_failed(failure)
 
     def connection_opened(self, conn: Connection) -> None:
         self.recorder.append(
@@ -184,4 +208,6 @@ def _telemetry(end: AttemptEnd) -> dict[str, Any]:
         "output_tokens_per_s": end.output_tokens_per_s,
         "retry_index": end.retry_index,
         "normalised_cases": list(end.normalised_cases),
+        # only behind a gateway that names the worker (smg): absent keeps old records' bytes
+        **({"routed_worker": end.routed_worker} if end.routed_worker else {}),
     }

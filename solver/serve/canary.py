@@ -191,12 +191,16 @@ async def _server_info(client: httpx.AsyncClient, root: str) -> dict[str, Any] |
 
 async def _router_workers(client: httpx.AsyncClient, root: str) -> list[str]:
     """The worker URLs a router lists: ``GET /workers`` of sglang-router 0.3.2 and smg 1.13.0
-    answers ``{"workers": [{"url": ...}, ...]}``."""
+    answers ``{"workers": [{"url": ...}, ...]}``. smg also says ``"is_healthy": false`` of a
+    worker its health checks lost (a dead node stays listed): such a worker is left out, so
+    the canary reads the workers that serve."""
     listed = await _get_json(client, root + "/workers")
     workers = listed.get("workers") if isinstance(listed, dict) else None
     if not isinstance(workers, list):
         return []
-    urls = [w.get("url") for w in workers if isinstance(w, dict)]
+    urls = [
+        w.get("url") for w in workers if isinstance(w, dict) and w.get("is_healthy") is not False
+    ]
     return [u.rstrip("/") for u in urls if isinstance(u, str) and u.startswith("http")]
 
 

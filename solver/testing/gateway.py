@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Gateway", "Worker", "free_port", "read_ledger", "smg_available"]
+__all__ = ["Gateway", "Worker", "free_port", "read_ledger", "reissued", "smg_available"]
 
 _START_TIMEOUT = 30.0
 
@@ -81,6 +81,33 @@ def read_ledger(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def reissued(journals: list[Path], ledgers: list[Path]) -> int:
+    """Completed answers asked again: attempts a run started for a call after a worker had
+    already sent an earlier attempt of that call whole, plus any attempt a worker completed
+    more than once (a gateway retrying a finished request). Attempts are matched by the
+    client's ``X-Request-ID``, which the journal records on ``llm.started``."""
+    completed: dict[str, int] = {}
+    for ledger in ledgers:
+        for entry in read_ledger(ledger):
+            if entry["event"] == "end" and entry["completed"] and entry.get("request_id"):
+                completed[entry["request_id"]] = completed.get(entry["request_id"], 0) + 1
+    again = sum(n - 1 for n in completed.values())
+    for journal in journals:
+        attempts: dict[str, list[tuple[int, str]]] = {}
+        for line in journal.read_text().splitlines():
+            record = json.loads(line)
+            if record["type"] == "llm.started":
+                data = record["data"]
+                attempts.setdefault(data["call_id"], []).append(
+                    (data["attempt"], data["request_id"])
+                )
+        for tried in attempts.values():
+            done = [n for n, rid in tried if rid in completed]
+            if done:
+                again += sum(1 for n, _ in tried if n > min(done))
+    return again
 
 
 @dataclass

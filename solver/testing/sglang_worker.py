@@ -8,9 +8,13 @@ answering the solver's six roles as a scripted model would (:func:`olympiad_answ
 - a **ledger**: one JSON line per request start and one per end, appended and flushed at once,
   so the file still tells what a worker had answered whole after it was SIGKILLed::
 
-      {"event": "start", "sha256": BODY_SHA, "role": "verifier", "prompt_chars": 5120,
-       "cached_chars": 4800}
-      {"event": "end", "sha256": BODY_SHA, "completed": true}
+      {"event": "start", "request_id": X_REQUEST_ID, "sha256": BODY_SHA, "role": "verifier",
+       "prompt_chars": 5120, "cached_chars": 4800}
+      {"event": "end", "request_id": X_REQUEST_ID, "sha256": BODY_SHA, "completed": true}
+
+  ``request_id`` is the client's ``X-Request-ID`` (one per attempt; smg 1.13.0 forwards it),
+  which the run's journal records on each ``llm.started``; the body hash is of the bytes the
+  worker got, which are not the bytes the client sent when a gateway re-serialises the body.
 
 - a **prefix cache** in the way SGLang's radix cache reuses one: a request's cached part is the
   longest prefix (in characters of its messages, roles included) it shares with any earlier
@@ -152,6 +156,7 @@ class PrefixLedger:
         self._write(
             {
                 "event": "start",
+                "request_id": request.headers.get("x-request-id"),
                 "sha256": hashlib.sha256(request.body).hexdigest(),
                 "role": role_of(request),
                 "prompt_chars": len(text),
@@ -163,7 +168,8 @@ class PrefixLedger:
         with self._lock:
             self.completed += completed
         sha = hashlib.sha256(request.body).hexdigest()
-        self._write({"event": "end", "sha256": sha, "completed": completed})
+        rid = request.headers.get("x-request-id")
+        self._write({"event": "end", "request_id": rid, "sha256": sha, "completed": completed})
 
     def metrics(self) -> str:
         with self._lock:

@@ -166,6 +166,8 @@ class AttemptEnd:
     response_sha256: str = ""
     response_bytes: int = 0
     headers_s: float | None = None  # the response headers; ``ttfb_s`` is the first body byte
+    # the worker a gateway says it sent the request to (smg's ``x-smg-routed-worker-id``)
+    routed_worker: str | None = None
 
 
 class ResponseSink(Protocol):

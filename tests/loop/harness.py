@@ -33,6 +33,9 @@ class QuietProgress:
     def retrying(self, call_id: str, notice: Any) -> None:
         self.events.append(f"retry {call_id} {notice.failed_attempt}/{notice.max_attempts}")
 
+    def attempt_failed(self, failure: Any) -> None:
+        pass
+
     def decided(self, decision: Any) -> None:
         self.events.append(f"decide {decision.kind}")
 
