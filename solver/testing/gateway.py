@@ -84,29 +84,31 @@ def read_ledger(path: Path) -> list[dict[str, Any]]:
 
 
 def reissued(journals: list[Path], ledgers: list[Path]) -> int:
-    """Completed answers asked again: attempts a run started for a call after a worker had
-    already sent an earlier attempt of that call whole, plus any attempt a worker completed
-    more than once (a gateway retrying a finished request). Attempts are matched by the
-    client's ``X-Request-ID``, which the journal records on ``llm.started``."""
-    completed: dict[str, int] = {}
+    """Completed answers asked again: attempts a run started for a call after it had received
+    an earlier attempt of that call whole (``llm.completed``), plus any request a worker
+    answered whole more than once (a gateway retrying a finished request; requests are told
+    apart by the client's ``X-Request-ID``, which the journal records on ``llm.started``).
+    An answer a worker finished but the run never got whole (the stream was cut on its way,
+    or the run was interrupted) is not a completed answer: asking it again is a retry."""
+    served: dict[str, int] = {}
     for ledger in ledgers:
         for entry in read_ledger(ledger):
             if entry["event"] == "end" and entry["completed"] and entry.get("request_id"):
-                completed[entry["request_id"]] = completed.get(entry["request_id"], 0) + 1
-    again = sum(n - 1 for n in completed.values())
+                served[entry["request_id"]] = served.get(entry["request_id"], 0) + 1
+    again = sum(n - 1 for n in served.values())
     for journal in journals:
-        attempts: dict[str, list[tuple[int, str]]] = {}
+        started: dict[str, list[int]] = {}
+        completed: dict[str, int] = {}
         for line in journal.read_text().splitlines():
             record = json.loads(line)
+            data = record["data"]
             if record["type"] == "llm.started":
-                data = record["data"]
-                attempts.setdefault(data["call_id"], []).append(
-                    (data["attempt"], data["request_id"])
-                )
-        for tried in attempts.values():
-            done = [n for n, rid in tried if rid in completed]
-            if done:
-                again += sum(1 for n, _ in tried if n > min(done))
+                started.setdefault(data["call_id"], []).append(data["attempt"])
+            elif record["type"] == "llm.completed":
+                first = completed.get(data["call_id"], data["attempt"])
+                completed[data["call_id"]] = min(first, data["attempt"])
+        for call, first in completed.items():
+            again += sum(1 for n in started.get(call, []) if n > first)
     return again
 
 
@@ -137,8 +139,10 @@ class Gateway:
 
     def _start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        for index in range(self.workers):
-            self.pool.append(self._start_worker(index))
+        # all workers start at once: each spends most of its start-up importing
+        starting = [self._spawn_worker(index) for index in range(self.workers)]
+        for index, (proc, ledger) in enumerate(starting):
+            self.pool.append(self._await_worker(index, proc, ledger))
         port, prometheus = free_port(), free_port()
         argv = [
             sys.executable,
@@ -160,6 +164,9 @@ class Gateway:
             "1",
             "--log-level",
             "warn",
+            # a test gateway has nothing to drain when it stops
+            "--shutdown-grace-period-secs",
+            "0",
             *self.router_args,
         ]
         log = (self.directory / "smg.log").open("wb")
@@ -179,12 +186,15 @@ class Gateway:
             time.sleep(0.1)
         raise RuntimeError(f"smg did not list {self.workers} healthy workers: {self.log_tail()}")
 
-    def _start_worker(self, index: int) -> Worker:
+    def _spawn_worker(self, index: int) -> tuple[subprocess.Popen[bytes], Path]:
         ledger = self.directory / f"worker-{index}.jsonl"
         argv = [sys.executable, "-m", "solver.testing.sglang_worker", "--ledger", str(ledger)]
         if self.chunk_delay:
             argv += ["--chunk-delay", str(self.chunk_delay)]
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        return proc, ledger
+
+    def _await_worker(self, index: int, proc: subprocess.Popen[bytes], ledger: Path) -> Worker:
         assert proc.stdout is not None
         os.set_blocking(proc.stdout.fileno(), False)
         deadline = time.monotonic() + _START_TIMEOUT

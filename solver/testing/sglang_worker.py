@@ -8,8 +8,8 @@ answering the solver's six roles as a scripted model would (:func:`olympiad_answ
 - a **ledger**: one JSON line per request start and one per end, appended and flushed at once,
   so the file still tells what a worker had answered whole after it was SIGKILLed::
 
-      {"event": "start", "request_id": X_REQUEST_ID, "sha256": BODY_SHA, "role": "verifier",
-       "prompt_chars": 5120, "cached_chars": 4800}
+      {"event": "start", "t": EPOCH_S, "request_id": X_REQUEST_ID, "sha256": BODY_SHA,
+       "role": "verifier", "prompt_chars": 5120, "cached_chars": 4800}
       {"event": "end", "request_id": X_REQUEST_ID, "sha256": BODY_SHA, "completed": true}
 
   ``request_id`` is the client's ``X-Request-ID`` (one per attempt; smg 1.13.0 forwards it),
@@ -40,6 +40,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -156,6 +157,7 @@ class PrefixLedger:
         self._write(
             {
                 "event": "start",
+                "t": time.time(),
                 "request_id": request.headers.get("x-request-id"),
                 "sha256": hashlib.sha256(request.body).hexdigest(),
                 "role": role_of(request),
