@@ -40,6 +40,7 @@ from solver.evaluation import (
     write_proofs,
     write_set_results,
 )
+from solver.loop.engine import AttemptFailure
 from solver.problems import load_problem_set
 from solver.run import preflight
 
@@ -134,6 +135,28 @@ def _emit(as_json: bool, event: dict[str, Any], text: str, *, result: bool = Fal
         click.echo(text, err=not result)
 
 
+def _failure_reporter(as_json: bool) -> Callable[[str, AttemptFailure], None]:
+    """Says at once that an attempt of a run failed, and on which worker behind a gateway."""
+
+    def report(label: str, failure: AttemptFailure) -> None:
+        where = f" on {failure.worker}" if failure.worker else ""
+        then = "retryable" if failure.retryable else "not retryable"
+        event: dict[str, Any] = {
+            "event": "attempt.failed",
+            "run": label,
+            "call": failure.call_id,
+            "attempt": failure.attempt,
+            "error": failure.error_kind,
+            "retryable": failure.retryable,
+        }
+        if failure.worker:
+            event["worker"] = failure.worker
+        text = f"{label}: attempt {failure.attempt} of {failure.call_id} failed{where} "
+        _emit(as_json, event, text + f"({failure.error_kind}; {then})")
+
+    return report
+
+
 def _plan_line(jobs: Sequence[Job]) -> str:
     done, started, fresh = plan_counts(jobs)
     return f"{len(jobs)} runs: {done} finished, {started} to resume, {fresh} to start"
@@ -185,7 +208,7 @@ def _drive(
             f"[{snapshot['finished']}/{snapshot['total']}] running: {running or '-'}",
         )
 
-    monitor = EvalMonitor(len(jobs), progress_every, on_progress)
+    monitor = EvalMonitor(len(jobs), progress_every, on_progress, _failure_reporter(as_json))
     try:
         return run_interruptibly(
             lambda: drive_jobs(

@@ -87,16 +87,29 @@ class _MonitoredRun(QuietProgress):
     def streamed(self, call_id: str, chars: int) -> None:
         self.monitor.tick()
 
+    def attempt_failed(self, failure: AttemptFailure) -> None:
+        if self.monitor.on_failure is not None:
+            self.monitor.on_failure(self.label, failure)
+
 
 class EvalMonitor:
     """Progress of a whole evaluation: at most every ``every_s`` seconds, one summary of the
     runs in flight (phase, calls, tokens) goes to ``emit``. Reads the runs' folded states;
     writes nothing to any run."""
 
-    def __init__(self, total: int, every_s: float, emit: Callable[[dict[str, Any]], None]):
+    def __init__(
+        self,
+        total: int,
+        every_s: float,
+        emit: Callable[[dict[str, Any]], None],
+        on_failure: Callable[[str, AttemptFailure], None] | None = None,
+    ):
+        """``on_failure``: told at once of an attempt that failed in a run (a cut stream, a
+        worker behind a gateway that died), with the run's label."""
         self.total = total
         self.every_s = every_s
         self.emit = emit
+        self.on_failure = on_failure
         self.finished = 0
         self.live: dict[str, RunState] = {}
         self._last = time.monotonic()

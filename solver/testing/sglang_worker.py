@@ -9,7 +9,7 @@ answering the solver's six roles as a scripted model would (:func:`olympiad_answ
   so the file still tells what a worker had answered whole after it was SIGKILLed::
 
       {"event": "start", "t": EPOCH_S, "request_id": X_REQUEST_ID, "sha256": BODY_SHA,
-       "role": "verifier", "prompt_chars": 5120, "cached_chars": 4800}
+       "role": "verifier", "prompt_chars": 5120, "cached_chars": 4800, "system_chars": 2900}
       {"event": "end", "request_id": X_REQUEST_ID, "sha256": BODY_SHA, "completed": true}
 
   ``request_id`` is the client's ``X-Request-ID`` (one per attempt; smg 1.13.0 forwards it),
@@ -18,7 +18,8 @@ answering the solver's six roles as a scripted model would (:func:`olympiad_answ
 
 - a **prefix cache** in the way SGLang's radix cache reuses one: a request's cached part is the
   longest prefix (in characters of its messages, roles included) it shares with any earlier
-  request on this worker; ``/metrics`` gives ``sglang:prompt_tokens_total``,
+  request on this worker (``system_chars`` of a prompt are its system message: the role's fixed
+  instructions, which every problem shares); ``/metrics`` gives ``sglang:prompt_tokens_total``,
   ``sglang:cached_tokens_total`` (characters here, as smg's HTTP string tree counts) and
   ``sglang:num_requests_total``. Nothing is ever evicted: the stand-in's cache is unbounded,
   so what it measures is how well a routing policy keeps shared prefixes together, not a cache
@@ -111,7 +112,7 @@ def olympiad_answer(request: RecordedRequest) -> Reply:
     return _json_reply("Choice.", {"choice": "A", "reason": "most rigorous"})
 
 
-def prompt_text(request: RecordedRequest) -> str:
+def prompt_parts(request: RecordedRequest) -> list[str]:
     """The prompt as a prefix cache sees it: every message's role and text, in order."""
     parts = []
     for message in request.json.get("messages") or []:
@@ -119,7 +120,11 @@ def prompt_text(request: RecordedRequest) -> str:
             content = message.get("content")
             text = content if isinstance(content, str) else json.dumps(content)
             parts.append(f"<|{message.get('role')}|>{text}")
-    return "".join(parts)
+    return parts
+
+
+def prompt_text(request: RecordedRequest) -> str:
+    return "".join(prompt_parts(request))
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -147,7 +152,9 @@ class PrefixLedger:
         self.cached_chars = 0
 
     def started(self, request: RecordedRequest) -> None:
-        text = prompt_text(request)
+        parts = prompt_parts(request)
+        text = "".join(parts)
+        system = len(parts[0]) if parts and parts[0].startswith("<|system|>") else 0
         with self._lock:
             cached = max((_common_prefix(text, seen) for seen in self._prompts), default=0)
             self._prompts.append(text)
@@ -163,6 +170,7 @@ class PrefixLedger:
                 "role": role_of(request),
                 "prompt_chars": len(text),
                 "cached_chars": cached,
+                "system_chars": system,
             }
         )
 
