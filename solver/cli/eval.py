@@ -40,8 +40,16 @@ from solver.evaluation import (
     write_proofs,
     write_set_results,
 )
+from solver.evaluation.evaluate import file_digest
+from solver.evaluation.shard import (
+    Shard,
+    claim_eval_file,
+    merge_set,
+    shard_jobs,
+    write_shard_state,
+)
 from solver.loop.engine import AttemptFailure
-from solver.problems import load_problem_set
+from solver.problems import Problem, load_problem_set
 from solver.run import preflight
 
 
@@ -322,6 +330,13 @@ def eval_group() -> None:
 @click.option("--max-tokens", "max_total_tokens", type=int, help="Budget per run: tokens.")
 @click.option("--max-wall", type=float, help="Budget per run: wall-clock seconds.")
 @click.option("--map", "mapping", multiple=True, help="Column mapping FIELD=COLUMN for the set.")
+@click.option(
+    "--shard",
+    "shard_spec",
+    metavar="K/N",
+    help="Run only part K of N of the set's runs (K from 0: run i is part i mod N), so N "
+    "machines share one --out on shared storage; then `solver eval merge OUT` (docs/eval.md).",
+)
 @_common
 @reports_errors
 def run(
@@ -334,6 +349,7 @@ def run(
     max_total_tokens: int | None,
     max_wall: float | None,
     mapping: tuple[str, ...],
+    shard_spec: str | None,
     graders: int | None,
     aggregation: str | None,
     reconcile: str | None,
@@ -353,6 +369,7 @@ def run(
     results.png. Running the same command again continues where it stopped."""
     from solver.problems import parse_mapping
 
+    shard = Shard.parse(shard_spec) if shard_spec is not None else None
     problem_set = load_problem_set(set_path, mapping=parse_mapping(mapping) if mapping else None)
     for warning in problem_set.warnings:
         click.echo(f"warning: {warning}", err=True)
@@ -377,29 +394,126 @@ def run(
     )
     # the endpoint is checked before any run of the set is made
     run_interruptibly(lambda: preflight(resolved.settings, problem_set.problems))
-    plan = plan_set(
-        set_path,
-        list(problem_set.problems),
-        runs,
-        out_dir or default_out_dir(set_path),
-        resolved,
-    )
-    _emit(
-        as_json,
-        {"event": "eval.started", "out": str(plan.out_dir), "runs": len(plan.jobs)},
-        f"eval: {plan.out_dir}: {len(plan.problems)} problems x {runs}; {_plan_line(plan.jobs)}",
-    )
+    out = out_dir or default_out_dir(set_path)
+    if shard is not None:
+        claim_shared_out(set_path, list(problem_set.problems), out)
+    plan = plan_set(set_path, list(problem_set.problems), runs, out, resolved)
+    jobs = list(plan.jobs) if shard is None else list(shard_jobs(plan.jobs, shard))
+    if shard is not None:
+        _shard_started(plan.out_dir, shard, jobs, as_json)
+    else:
+        _emit(
+            as_json,
+            {"event": "eval.started", "out": str(plan.out_dir), "runs": len(plan.jobs)},
+            f"eval: {plan.out_dir}: {len(plan.problems)} problems x {runs}; "
+            f"{_plan_line(plan.jobs)}",
+        )
     results = _drive(
-        list(plan.jobs),
+        jobs,
         resolved,
         parallel,
         as_json,
         lambda j: f"{j.key} run {j.run}",
         progress_every,
     )
-    summary, written = write_set_results(plan, results, resolved.settings)
-    _set_finished(summary, written, runs, as_json)
+    if shard is not None:
+        _shard_finished(plan.out_dir, shard, results, as_json)
+    else:
+        summary, written = write_set_results(plan, results, resolved.settings)
+        _set_finished(summary, written, runs, as_json)
     _exit_on_errors(results, as_json)
+
+
+def claim_shared_out(set_path: Path, problems: Sequence[Problem], out: Path) -> None:
+    """Before the first shard's prepare_out: EVAL.json created once, exclusively."""
+    identity = {"digest": file_digest(set_path), "items": [p.id for p in problems]}
+    claim_eval_file(out, identity, "set")
+
+
+def _shard_started(out: Path, shard: Shard, jobs: Sequence[Job], as_json: bool) -> None:
+    _emit(
+        as_json,
+        {"event": "eval.started", "out": str(out), "runs": len(jobs), "shard": shard.name},
+        f"eval: {out}: shard {shard.index}/{shard.count}, {len(jobs)} runs; {_plan_line(jobs)}",
+    )
+
+
+def _shard_finished(out: Path, shard: Shard, results: list[JobResult], as_json: bool) -> None:
+    path = write_shard_state(out, shard, results)
+    done = sum(r.status == "finished" for r in results)
+    _emit(
+        as_json,
+        {
+            "event": "shard.finished",
+            "shard": shard.name,
+            "finished": done,
+            "runs": len(results),
+            "state": str(path),
+        },
+        f"shard {shard.index}/{shard.count}: {done}/{len(results)} runs finished ({path}); "
+        f"when every shard has: solver eval merge {out}",
+    )
+
+
+@eval_group.command("merge")
+@click.argument("out", metavar="OUT", type=click.Path(path_type=Path))
+@click.option(
+    "--set",
+    "set_path",
+    type=click.Path(path_type=Path),
+    help="The set file, where it is on this machine [the path EVAL.json records].",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@reports_errors
+def merge(out: Path, set_path: Path | None, as_json: bool) -> None:
+    """Score and write up a set evaluated in shards (`solver eval SET --shard K/N --out
+    OUT` on N machines): results.json, .md and .png of every run in OUT, and the audit of
+    each. Exits 1 while a run is unfinished (naming its shard: run that shard's command
+    again) or an audit fails."""
+    report = merge_set(out, set_path)
+    _set_finished(report.summary, report.written, report.plan.runs, as_json)
+    for job, owner in report.unfinished:
+        whose = f" (shard {owner})" if owner is not None else ""
+        _emit(
+            as_json,
+            {
+                "event": "run.unfinished",
+                "item": job.key,
+                "run": job.run,
+                "shard": owner,
+                "run_dir": str(job.run_dir),
+            },
+            f"unfinished: {job.key} run {job.run}{whose}: {job.run_dir}",
+        )
+    for job, why in report.audit_failed:
+        _emit(
+            as_json,
+            {
+                "event": "audit.failed",
+                "item": job.key,
+                "run": job.run,
+                "detail": why,
+                "run_dir": str(job.run_dir),
+            },
+            f"audit FAILED: {job.key} run {job.run}: {why}",
+        )
+    total = len(report.plan.jobs)
+    ok = not report.unfinished and not report.audit_failed
+    _emit(
+        as_json,
+        {
+            "event": "merge.finished",
+            "finished": report.finished,
+            "runs": total,
+            "audited": report.finished,
+            "audit_failed": len(report.audit_failed),
+            "ok": ok,
+        },
+        f"merge: {report.finished}/{total} runs finished; "
+        f"{report.finished - len(report.audit_failed)}/{report.finished} audits pass",
+    )
+    if not ok:
+        sys.exit(1)
 
 
 @eval_group.command("calibrate")
