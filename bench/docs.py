@@ -24,6 +24,8 @@ PAGES = (
     "report",
     "policy",
     "suite",
+    "router",
+    "orchestrator",
 )
 SUMMARY_END = "methods.\n"  # the last line of the summary's closing paragraph ends so
 

@@ -12,8 +12,11 @@ tokens long and all start together.
 
 Per level: the client's CPU time (user + system) over the wall time (the share of one core it
 used), CPU microseconds a token, the streams' achieved rate over the set one (median and
-worst), the server's CPU share (from /proc), and the streams one core would hold at this rate
-before the client's CPU is used up (C / CPU share; an extrapolation, stated as such).
+worst), the server's CPU share (from /proc), and the streams one core would hold at the set
+rate before the client's CPU is used up: 1 s / (CPU a token x tokens a second a stream), an
+extrapolation from the measured cost, stated as such. When the achieved rate falls below the
+set one while neither process uses its core, the machine's other load is starving them (the
+load average is printed), not the client's own work.
 
     python bench/orchestrator.py [--rates 30,60] [--concurrency 16,64,128,256] [--seconds 8]
 """
@@ -147,7 +150,8 @@ def main() -> int:
     for r in results:
         median = statistics.median(r.achieved) / r.rate
         worst = min(r.achieved) / r.rate
-        capacity = r.concurrency / r.share if r.share else float("inf")
+        # what one core would hold if all of it went to this per-token cost at the set rate
+        capacity = 1e6 / (r.per_token_us * r.rate) if r.tokens else float("inf")
         print(
             f"{r.rate:>5.0f} {r.concurrency:>5} {r.share:>9.0%} {r.per_token_us:>8.1f} "
             f"{median:>10.3f} {worst:>9.3f} {r.server_cpu:>9.0%} {capacity:>14.0f}"

@@ -14,7 +14,7 @@ import click
 from solver.cli.errors import reports_errors
 from solver.cli.run import MAX_CALLS_HELP, run_interruptibly
 from solver.config import ResolvedSettings, default_of
-from solver.errors import InputError, Interrupted
+from solver.errors import EXIT_AUDIT, EXIT_ERROR, InputError, Interrupted
 from solver.evaluation import (
     EVAL_GRADERS,
     EXPORT_CHOICES,
@@ -469,7 +469,7 @@ def merge(out: Path, set_path: Path | None, as_json: bool) -> None:
     """Score and write up a set evaluated in shards (`solver eval SET --shard K/N --out
     OUT` on N machines): results.json, .md and .png of every run in OUT, and the audit of
     each. Exits 1 while a run is unfinished (naming its shard: run that shard's command
-    again) or an audit fails."""
+    again; exit 1) or an audit fails (exit 4)."""
     report = merge_set(out, set_path)
     _set_finished(report.summary, report.written, report.plan.runs, as_json)
     for job, owner in report.unfinished:
@@ -512,8 +512,10 @@ def merge(out: Path, set_path: Path | None, as_json: bool) -> None:
         f"merge: {report.finished}/{total} runs finished; "
         f"{report.finished - len(report.audit_failed)}/{report.finished} audits pass",
     )
-    if not ok:
-        sys.exit(1)
+    if report.audit_failed:
+        sys.exit(EXIT_AUDIT)
+    if report.unfinished:
+        sys.exit(EXIT_ERROR)
 
 
 @eval_group.command("calibrate")
