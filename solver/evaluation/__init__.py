@@ -51,6 +51,14 @@ from solver.evaluation.set_run import (
     served_model,
     write_set_results,
 )
+from solver.evaluation.shard import (
+    MergeReport,
+    Shard,
+    claim_eval_file,
+    merge_set,
+    shard_jobs,
+    write_shard_state,
+)
 
 __all__ = [
     "EVAL_GRADERS",
@@ -62,14 +70,17 @@ __all__ = [
     "GradedProof",
     "Job",
     "JobResult",
+    "MergeReport",
     "ProofExport",
     "RunScore",
+    "Shard",
     "Written",
     "agreement",
     "calibration_figures",
     "calibration_header",
     "calibration_markdown",
     "calibration_report",
+    "claim_eval_file",
     "collect_proofs",
     "default_out_dir",
     "drive_jobs",
@@ -77,6 +88,7 @@ __all__ = [
     "file_digest",
     "grading_line",
     "load_graded",
+    "merge_set",
     "pearson",
     "plan_calibration",
     "plan_counts",
@@ -90,9 +102,11 @@ __all__ = [
     "score_from_result",
     "score_line",
     "served_model",
+    "shard_jobs",
     "summarise",
     "verification_lines",
     "write_calibration",
     "write_proofs",
     "write_set_results",
+    "write_shard_state",
 ]
