@@ -174,13 +174,10 @@ def _eval_argv(command: str, env: dict[str, str]) -> list[str]:
 
 
 def _check_eval_argv(argv: list[str], shard: str) -> None:
-    """The arguments parse as a `solver eval` run, with exactly this --shard."""
-    context = eval_group.make_context("eval", list(argv), resilient_parsing=False)
-    sub = context.protected_args[0] if context.protected_args else context.args[0]
-    assert sub == "run"
-    command = eval_group.commands["run"]
-    rest = (context.protected_args + context.args)[1:]
-    parsed = command.make_context("run", rest)
+    """The arguments parse as a `solver eval` run (the group's default subcommand), with
+    exactly this --shard."""
+    assert argv[0] not in eval_group.commands  # a SET, so `solver eval` runs `eval run`
+    parsed = eval_group.commands["run"].make_context("run", list(argv))
     assert parsed.params["shard_spec"] == shard
     Shard.parse(shard)
 
