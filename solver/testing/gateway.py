@@ -121,6 +121,8 @@ class Gateway:
     chunk_delay: float = 0.0
     policy: str = "cache_aware"
     router_args: tuple[str, ...] = ()
+    # workers started elsewhere (an in-process FakeEndpoint): the gateway fronts these instead
+    external: tuple[str, ...] = ()
     url: str = ""
     metrics_url: str = ""
     pool: list[Worker] = field(default_factory=list)
@@ -140,9 +142,10 @@ class Gateway:
     def _start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         # all workers start at once: each spends most of its start-up importing
-        starting = [self._spawn_worker(index) for index in range(self.workers)]
+        starting = [] if self.external else [self._spawn_worker(i) for i in range(self.workers)]
         for index, (proc, ledger) in enumerate(starting):
             self.pool.append(self._await_worker(index, proc, ledger))
+        urls = list(self.external) or [w.url for w in self.pool]
         port, prometheus = free_port(), free_port()
         argv = [
             sys.executable,
@@ -153,7 +156,7 @@ class Gateway:
             "--port",
             str(port),
             "--worker-urls",
-            *[w.url for w in self.pool],
+            *urls,
             "--policy",
             self.policy,
             "--prometheus-host",
@@ -181,10 +184,10 @@ class Gateway:
             if self._router.poll() is not None:
                 raise RuntimeError(f"smg exited {self._router.returncode}: {self.log_tail()}")
             with contextlib.suppress(OSError):
-                if len(self.healthy_workers()) == self.workers:
+                if len(self.healthy_workers()) == len(urls):
                     return
             time.sleep(0.1)
-        raise RuntimeError(f"smg did not list {self.workers} healthy workers: {self.log_tail()}")
+        raise RuntimeError(f"smg did not list {len(urls)} healthy workers: {self.log_tail()}")
 
     def _spawn_worker(self, index: int) -> tuple[subprocess.Popen[bytes], Path]:
         ledger = self.directory / f"worker-{index}.jsonl"

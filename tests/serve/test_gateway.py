@@ -23,7 +23,10 @@ from solver.errors import EXIT_INTERRUPTED
 from solver.llm import Endpoint, ModelClient
 from solver.llm.gateway import gateway_workers_facts, routed_worker
 from solver.serve.canary import _server_facts
+from solver.testing import FakeEndpoint, RecordedRequest
+from solver.testing.fake_wire import Reply
 from solver.testing.gateway import Gateway, read_ledger, reissued
+from tests.llm.catalogue import ALL_CASES, Case
 from tests.loop.harness import audit_ok, write_problem
 from tests.loop.subproc import json_lines, run, solve_args, spawn
 
@@ -348,3 +351,40 @@ def test_reissued_counts_an_answer_asked_again(tmp_path: Path) -> None:
     journal.write_text(started("c2", 1, "r2") + started("c2", 2, "r5") + completed("c2", 2))
     ledger.write_text(json.dumps({"event": "end", "request_id": "r2", "completed": False}) + "\n")
     assert reissued([journal], [ledger]) == 0
+
+
+CHAT_CASES = [case for case in ALL_CASES if case.api == "chat"]
+
+
+@pytest.fixture(scope="module")
+def raw_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    """smg in front of one in-process fake that sends a catalogue case's exact bytes."""
+    by_code = {case.code: case for case in CHAT_CASES}
+
+    def replay(request: RecordedRequest) -> Reply:
+        return Reply(raw_chunks=[by_code[request.user_text].raw])
+
+    with FakeEndpoint(replay, owned_by="sglang") as fake:
+        directory = tmp_path_factory.mktemp("raw-gateway")
+        with Gateway(directory, external=(fake.url,), router_args=("--disable-retries",)) as gw:
+            yield gw
+
+
+@pytest.mark.parametrize("case", CHAT_CASES, ids=[case.code for case in CHAT_CASES])
+def test_every_chat_stream_case_passes_through_smg_byte_for_byte(
+    raw_gateway: Gateway, case: Case
+) -> None:
+    """The stream catalogue (docs/stream-cases.md: GLM's quirks, usage tails, in-band errors,
+    malformed JSON, missing finishes): smg 1.13.0 changes none of their bytes, so the client
+    decodes each exactly as it would from SGLang directly."""
+    body = {
+        "model": "glm-fake",
+        "messages": [{"role": "user", "content": case.code}],
+        "stream": True,
+    }
+    url = raw_gateway.url + "/v1/chat/completions"
+    with httpx.stream("POST", url, json=body, timeout=10) as response:
+        got = b"".join(response.iter_raw())
+        assert response.status_code == 200
+        assert response.headers["x-smg-routed-worker-id"] == raw_gateway.external[0]
+    assert got == case.raw
