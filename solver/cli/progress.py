@@ -34,7 +34,6 @@ from solver.run import policy_config
 # Seconds between two `call.progress` lines of one call: a 256k-token stream must not become
 # 256k lines, and a call shorter than this gets none.
 PROGRESS_INTERVAL_S = 1.0
-_MESSAGE_CHARS = 200  # of a failed attempt's message in its progress line
 
 
 @dataclass
@@ -105,8 +104,12 @@ class ProgressBase(ABC):
         entry = self.streaming.get(call_id)
         if entry is not None:
             entry.retry, entry.retry_at = notice, self.clock()
+        # behind a gateway, the worker the failed attempt went to (attempt_failed came first)
+        last = self.failures[-1] if self.failures else None
+        worker = last.worker if last and last.call_id == call_id else None
         self.refresh(
             {
+                **({"worker": worker} if worker else {}),
                 "event": "call.retrying",
                 "call": call_id,
                 "candidate": entry.candidate if entry else None,
@@ -139,20 +142,11 @@ class ProgressBase(ABC):
         self.refresh({"event": "decision", **decision.data()})
 
     def attempt_failed(self, failure: AttemptFailure) -> None:
-        """An attempt cut or refused (a worker behind a gateway died, a 5xx): said at once,
-        with the worker a gateway routed it to, so a run that recovers does not hide it."""
+        """An attempt cut or refused (a worker behind a gateway died, a 5xx): kept for the
+        status line, and its worker joins the ``call.retrying`` line that follows when the
+        call is tried again (a call that is not ends in ``call.finished``)."""
         self.failures.append(failure)
-        event: dict[str, Any] = {
-            "event": "attempt.failed",
-            "call": failure.call_id,
-            "attempt": failure.attempt,
-            "error": failure.error_kind,
-            "message": failure.message[:_MESSAGE_CHARS],
-            "retryable": failure.retryable,
-        }
-        if failure.worker:
-            event["worker"] = failure.worker
-        self.refresh(event)
+        self.tick()
 
     def failures_text(self) -> str | None:
         """``2 attempts failed (last: L1.v0.verify.1 server_error on http://w1:30000)``."""
