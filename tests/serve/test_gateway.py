@@ -26,9 +26,9 @@ from solver.serve.canary import _server_facts
 from solver.testing import FakeEndpoint, RecordedRequest
 from solver.testing.fake_wire import Reply
 from solver.testing.gateway import Gateway, read_ledger, reissued
-from tests.llm.catalogue import ALL_CASES, Case
 from tests.loop.harness import audit_ok, write_problem
 from tests.loop.subproc import json_lines, run, solve_args, spawn
+from tests.wire.catalogue import ALL_CASES, Case
 
 pytestmark = pytest.mark.timeout(180)
 
