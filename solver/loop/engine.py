@@ -129,6 +129,7 @@ class Engine:
         """Drive the run to its finish. Cancelling this coroutine cancels every call in
         flight; their open attempts are marked abandoned by the next session."""
         try:
+            self._record_missing_artifacts()
             self._reissue_unfinished()
             while True:
                 step = decide(self.state, self.policy, self.elapsed())
@@ -290,6 +291,24 @@ class Engine:
                     )
                 )
             self._start(call.call_id)
+
+    def _record_missing_artifacts(self) -> None:
+        """A session killed between a call's completion record and the artifacts it produced
+        (its proof, its report) left them unrecorded: they are made again from the call's
+        recorded response, exactly as live, and nothing is asked of the model."""
+        producers = {info.producer for info in self.state.artifacts.values()}
+        for call in list(self.state.calls.values()):
+            if (
+                call.status != "completed"
+                or not call.parsed_ok
+                or call.response_blob is None
+                or call.call_id in producers
+            ):
+                continue
+            result = self.contexts.interpret(call, self._recorded_completion(call))
+            for artifact in result.artifacts:
+                if artifact.artifact not in self.state.artifacts:
+                    self.recorder.append(artifact)
 
     def _recorded_completion(self, call: CallState) -> Completion:
         assert call.response_blob is not None
