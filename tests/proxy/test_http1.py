@@ -22,10 +22,13 @@ def _chunked(body: bytes, size: int) -> bytes:
 
 
 async def _server(
-    answers: list[bytes | list[bytes]], close_after: bool = False
+    answers: list[bytes | list[bytes]],
+    close_after: bool = False,
+    written: asyncio.Event | None = None,
 ) -> tuple[asyncio.Server, list[int]]:
     """Answers each request with the next answer; a list is written piece by piece, with a
-    pause between, so the client reads it in several pieces."""
+    pause between, so the client reads it in several pieces. ``written`` is set once the
+    first answer's last piece is written."""
     connections: list[int] = []
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -41,6 +44,8 @@ async def _server(
                     await writer.drain()
                     if isinstance(answer, list):
                         await asyncio.sleep(0.002)
+                if written is not None:
+                    written.set()
                 if close_after:
                     break
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -235,13 +240,19 @@ def test_a_body_past_its_length_is_delivered_and_its_connection_closed() -> None
 def test_bytes_arriving_on_an_idle_connection_retire_it() -> None:
     async def main() -> None:
         ok = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nhi"
-        server, connections = await _server([[ok, b"", b"HTTP/1.1 200 OK\r\n"], ok, ok])
+        unasked = asyncio.Event()
+        server, connections = await _server(
+            [[ok, b"", b"HTTP/1.1 200 OK\r\n"], ok, ok], written=unasked
+        )
         port = server.sockets[0].getsockname()[1]
         pool = _pool()
         first = await pool.post(f"http://127.0.0.1:{port}/", {}, b"{}")
         assert await first.aread() == b"hi"
         await first.aclose()
-        await asyncio.sleep(0.05)  # the unasked bytes arrive while the connection idles
+        # the unasked bytes arrive while the connection idles: wait until they are written
+        # (a fixed pause lost the race on a loaded machine), then let the loop deliver them
+        await asyncio.wait_for(unasked.wait(), 10)
+        await asyncio.sleep(0.05)
         second = await pool.post(f"http://127.0.0.1:{port}/", {}, b"{}")
         assert await second.aread() == b"hi"
         await second.aclose()
