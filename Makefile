@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 
-.PHONY: demo test install install-test local lint typecheck pytest browser tex agent-clis clean
+.PHONY: demo test install install-test local lint typecheck pytest browser tex sandbox agent-clis clean
 
 # uv installs the packages: the same index and resolution as pip (the same versions here), and
 # `make install-test` from a clean clone takes about 20 s against pip's 84 s. Where uv cannot
@@ -72,6 +72,16 @@ tex:
 	    --no-install-recommends texlive-latex-base >/dev/null) \
 	  || echo "no TeX engine installed: the PDF export test will be skipped"; }
 
+# The code sandbox (solver.sandbox): Debian's bubblewrap, and Debian's Python 3 with sympy as
+# the interpreter inside it (only /usr is bound in). Without them the sandbox tests fail under
+# CI and skip elsewhere; the solver itself never runs code unsandboxed.
+sandbox:
+	@{ command -v bwrap >/dev/null 2>&1 && /usr/bin/python3 -c 'import sympy' 2>/dev/null; } || { \
+	  command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq bubblewrap python3 python3-sympy >/dev/null) \
+	  || echo "bubblewrap or python3-sympy not installed: the sandbox tests will be skipped"; }
+
 # The real Claude Code and Codex for tests/agents: Node from Debian where missing, the npm
 # releases pinned in tests/agents/clis.py, cached by version under ~/.cache/olympiad-solver/npm.
 # Without the npm registry it says so; those tests then skip, or fail under CI.
@@ -96,7 +106,7 @@ PYTEST_ENV := $(if $(TEST_TMPDIR),TMPDIR=$(TEST_TMPDIR))
 # The serial run collects only the files that mark a test serial (none found: all of tests/).
 SERIAL_FILES := $(shell grep -rl --include='*.py' 'mark\.serial' tests)
 
-pytest: install-test browser tex agent-clis
+pytest: install-test browser tex sandbox agent-clis
 	$(BIN)/solver local install
 	$(PYTEST_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal \
 	  -m '$(PYTEST_MARKS) and not serial'; \

@@ -270,6 +270,30 @@ class Grading(_Section):
     )
 
 
+class Sandbox(_Section):
+    """The code sandbox (bubblewrap) and the limits of each execution in it (solver.sandbox;
+    `solver tool run`, and the roles' python tool)."""
+
+    bwrap: str = Field(default="bwrap", description="the bubblewrap executable")
+    python: str = Field(
+        default="/usr/bin/python3",
+        pattern=r"^/usr/",
+        description="the interpreter inside (only /usr is bound in; it needs sympy)",
+    )
+    uid: int = Field(
+        default=65534, ge=1, le=2**31 - 2, description="the user the sandbox runs as under root"
+    )
+    cpu_s: int = Field(default=10, ge=1, le=3600, description="CPU seconds of each process")
+    wall_s: float = Field(default=20.0, gt=0, le=3600, description="wall time of an execution")
+    memory_mb: int = Field(default=1024, ge=64, le=65536, description="address space, MiB")
+    file_mb: int = Field(default=16, ge=1, le=4096, description="largest file written, MiB")
+    tmp_mb: int = Field(default=64, ge=1, le=4096, description="the private /tmp, MiB")
+    processes: int = Field(default=32, ge=1, le=4096, description="processes inside")
+    output_bytes: int = Field(
+        default=65536, ge=1024, le=16 * 1024 * 1024, description="kept of stdout and of stderr"
+    )
+
+
 class Settings(_Section):
     endpoint: str | None = None
     api: ApiName = "chat"
@@ -286,6 +310,7 @@ class Settings(_Section):
     grading: Grading = Field(default_factory=Grading)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     retry: Retry = Field(default_factory=Retry)
+    sandbox: Sandbox = Field(default_factory=Sandbox)
     runs_dir: Path = Path("runs")
     signing_key: Path | None = None
     seed: int = 0
@@ -340,7 +365,7 @@ class ResolvedSettings:
 
 def _sections() -> set[str]:
     """Dotted names of the tables a config file may hold (possibly empty)."""
-    tables = {"roles", "budget", "timeouts", "retry", "acceptance", "grading"}
+    tables = {"roles", "budget", "timeouts", "retry", "acceptance", "grading", "sandbox"}
     tables.update(f"roles.{name}" for name in ROLE_NAMES)
     return tables
 
@@ -380,6 +405,7 @@ def _known_keys() -> set[str]:
         ("retry", Retry),
         ("acceptance", Acceptance),
         ("grading", Grading),
+        ("sandbox", Sandbox),
     )
     for section, model in sections:
         for field in model.model_fields:

@@ -12,6 +12,7 @@
     ├── AuditFailed                 exit 4   `solver audit` found a failing check
     ├── ModelChanged                exit 5   resume found another served model
     ├── NotFound                    exit 6   a run directory, key or recipe that does not exist
+    ├── SandboxUnavailable          exit 7   bubblewrap is missing or cannot start a sandbox
     ├── RunCorrupt                  exit 65  a run's journal or blobs are damaged
     ├── StorageFull                 exit 74  disk full / file too large while writing
     ├── RunLocked                   exit 75  another process holds the run's writer lock
@@ -38,6 +39,7 @@ EXIT_ENDPOINT = 3
 EXIT_AUDIT = 4
 EXIT_MODEL_CHANGED = 5
 EXIT_NOT_FOUND = 6
+EXIT_SANDBOX = 7
 EXIT_CORRUPT = 65
 EXIT_STORAGE = 74
 EXIT_LOCKED = 75
@@ -104,6 +106,12 @@ class UnknownProvider(ProxyConfigError, NotFound):
     though found while reading the config."""
 
     exit_code = EXIT_NOT_FOUND
+
+
+class SandboxUnavailable(SolverError):
+    """The code sandbox (bubblewrap) is missing or cannot start; code is then never run."""
+
+    exit_code = EXIT_SANDBOX
 
 
 class RunCorrupt(SolverError):

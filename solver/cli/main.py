@@ -32,6 +32,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "local": ("solver.cli.local", "group"),
     "serve": ("solver.cli.serve", "group"),
     "proxy": ("solver.cli.proxy", "group"),
+    "tool": ("solver.cli.tool", "tool"),
 }
 
 # verb -> the first sentence of its help, as `solver --help` lists it; a test holds each
@@ -64,6 +65,7 @@ SUMMARIES: dict[str, str] = {
         " first, live progress, then the outcome."
     ),
     "status": "Show whether RUN is running, interrupted, crashed or finished, with its totals.",
+    "tool": "Run the roles' tools by hand: `solver tool run FILE.py` runs Python in the sandbox.",
 }
 
 # verbs that start or continue a run, where SIGTERM means "interrupt, keep it resumable"
