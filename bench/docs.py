@@ -26,6 +26,7 @@ PAGES = (
     "suite",
     "router",
     "orchestrator",
+    "sandbox",
 )
 SUMMARY_END = "methods.\n"  # the last line of the summary's closing paragraph ends so
 
