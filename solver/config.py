@@ -82,6 +82,13 @@ class RoleSettings(_Section):
     model: str | None = None  # default: what that endpoint serves
     # The name of the environment variable holding that endpoint's key (never the key).
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+    # Tools the role's calls are offered through the protocol's native tool calling: "python"
+    # runs the model's code in the sandbox ([sandbox]). Off for every role by default: it
+    # changes every request and every verdict, and the policy lab has not yet measured it
+    # (docs/sandbox.md, The python tool).
+    tools: list[Literal["python"]] = Field(default_factory=list, max_length=1)
+    # The most tool calls one call of the role may make; then it must answer.
+    max_tool_calls: int = Field(default=8, ge=1, le=64)
 
 
 def _default_roles() -> dict[str, RoleSettings]:

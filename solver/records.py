@@ -245,6 +245,30 @@ class LlmAbandoned(_Rec):
     usage: Usage | None = None
 
 
+class ToolExecuted(_Rec):
+    """One tool call a model made inside its call (docs/format.md, Tool executions): the code
+    it asked to run, what the sandbox gave, and the exact text the model got back. Refused
+    calls (an unknown tool, bad arguments, the call's limit reached) ran nothing: their
+    ``code``, ``result``, ``limits`` and ``sandbox`` are null."""
+
+    type: Literal["tool.executed"] = "tool.executed"
+    call_id: str
+    attempt: int  # the attempt whose response asked for it
+    index: int  # its place among that response's tool calls
+    tool_call_id: str
+    tool: str  # the name the model asked for
+    status: Literal["ran", "refused"]
+    code: BlobLink | None  # the program, UTF-8, as run
+    result: BlobLink | None  # canonical JSON of the sandbox's record (solver tool run --json)
+    content: BlobLink  # the tool result the model was given
+    is_error: bool
+    exit: int | None = None
+    timed_out: bool = False
+    killed_reason: str | None = None
+    limits: dict[str, Any] | None = None
+    sandbox: dict[str, str] | None = None
+
+
 class CallCompleted(_Rec):
     type: Literal["call.completed"] = "call.completed"
     call_id: str
@@ -324,6 +348,7 @@ LoopRecord = Annotated[
     | LlmCompleted
     | LlmFailed
     | LlmAbandoned
+    | ToolExecuted
     | CallCompleted
     | CallFailed
     | CallCancelled
@@ -346,6 +371,7 @@ LOOP_RECORD_CLASSES: dict[str, type[_Rec]] = {
         LlmCompleted,
         LlmFailed,
         LlmAbandoned,
+        ToolExecuted,
         CallCompleted,
         CallFailed,
         CallCancelled,
@@ -429,7 +455,11 @@ class ManifestModel(_ManifestPart):
 
 class ManifestRoles(_ManifestPart):
     policy: dict[str, list[str]]  # role -> the input kinds it may see
-    tools: list[str]
+    tools: list[str]  # every tool any role was offered (empty: the run used no tools)
+    # role -> the tools its calls are offered, and the most tool calls one call may make;
+    # absent in runs made before tools existed (no role was offered any)
+    role_tools: dict[str, list[str]] = Field(default_factory=dict)
+    max_tool_calls: dict[str, int] = Field(default_factory=dict)
 
 
 class ManifestNetwork(_ManifestPart):

@@ -15,9 +15,10 @@ import click
 
 from solver._util.terminal import json_visible, visible
 from solver.cli.errors import reports_errors
-from solver.config import Sandbox, resolve_settings
+from solver.config import resolve_settings
 from solver.errors import InputError
-from solver.sandbox import Limits, run_python
+from solver.loop.tools import sandbox_limits
+from solver.sandbox import run_python
 
 # A program a model writes is a few kilobytes; a file much larger is no program to run here.
 MAX_PROGRAM_BYTES = 1024 * 1024
@@ -56,19 +57,6 @@ def run(path: Path, config_file: Path | None, as_json: bool) -> None:
         f"exit {record['exit']}{killed}; wall {record['wall_s']:.2f} s, cpu {cpu} s;"
         f" {record['sandbox']['bubblewrap']}, Python {record['sandbox']['python']}",
         err=True,
-    )
-
-
-def sandbox_limits(sandbox: Sandbox) -> Limits:
-    """The limits of one execution, from the [sandbox] settings."""
-    return Limits(
-        cpu_s=sandbox.cpu_s,
-        wall_s=sandbox.wall_s,
-        memory_mb=sandbox.memory_mb,
-        file_mb=sandbox.file_mb,
-        tmp_mb=sandbox.tmp_mb,
-        processes=sandbox.processes,
-        output_bytes=sandbox.output_bytes,
     )
 
 

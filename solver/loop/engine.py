@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from solver._util.terminal import one_line
@@ -40,6 +40,7 @@ from solver.loop.recorder import CallObserver, journal_usage
 from solver.loop.recorder import Recorder as Recorder
 from solver.loop.recorder import RunProgress as RunProgress  # re-exported: callers import it here
 from solver.loop.state import CallState
+from solver.loop.tools import ToolBox, execution_bytes, refused, tool_turn, turn_messages
 from solver.records import (
     CallCancelled,
     CallCompleted,
@@ -48,6 +49,7 @@ from solver.records import (
     ContextBuilt,
     Decision,
     LlmAbandoned,
+    ToolExecuted,
 )
 from solver.wire import (
     ContextBelowFloor,
@@ -92,10 +94,13 @@ class Engine:
         label: str = "",
         floor: Callable[[str], int] | None = None,
         reserve_full: bool = False,
+        tools: ToolBox | None = None,
     ) -> None:
         # True: a solve call holds its role's full max_tokens of the budget, and no more than
         # its lineage's share of what is left (``budget.reserve = "max_tokens"``).
         self.reserve_full = reserve_full
+        # The tools each role's calls are offered (none: no call is offered any)
+        self.tools = tools or ToolBox(role_tools={}, max_calls={})
         self.capacity = capacity  # shared with the other runs of an evaluation
         # The fewest output tokens a new solve call of a role may be given under the token
         # budget (``roles.<role>.min_tokens``): below it the call waits for tokens promised
@@ -280,7 +285,12 @@ class Engine:
             if call.status != "planned":
                 continue
             if call.response_blob is not None and call.open_attempt is None:
-                self._complete(call, self._recorded_completion(call))
+                turns = self._recorded_turns(call)
+                if not turns or turns[-1][2]:  # its answer: finish it from those bytes
+                    self._complete(call, self._recorded_completion(call))
+                    continue
+                # a turn that asked for tools: the exchange goes on from the journal
+                self._start(call.call_id)
                 continue
             if call.open_attempt is not None:
                 self.recorder.append(
@@ -310,18 +320,76 @@ class Engine:
                 if artifact.artifact not in self.state.artifacts:
                     self.recorder.append(artifact)
 
-    def _recorded_completion(self, call: CallState) -> Completion:
-        assert call.response_blob is not None
-        raw = self.recorder.store.read_blob(call.response_blob)
-        api = cast(Api, call.response_api)
+    def _recorded_completion(self, call: CallState, attempt: int | None = None) -> Completion:
+        """The completion of the call's last recorded response, or of ``attempt``'s."""
+        blob = call.response_blob if attempt is None else call.responses[attempt]
+        assert blob is not None
+        raw = self.recorder.store.read_blob(blob)
+        if attempt is None:
+            api, streamed = call.response_api, call.response_streamed
+        else:
+            api, streamed = call.attempt_streams.get(attempt, ("chat", True))
         # decoded with the request's reasoning setting, as live: the same completion
         reasoning = self.sampling(call.role).get("reasoning")
         events = (
-            decode_stream(api, [raw], reasoning=reasoning)
-            if call.response_streamed
-            else decode_body(api, raw, reasoning=reasoning)
+            decode_stream(cast(Api, api), [raw], reasoning=reasoning)
+            if streamed
+            else decode_body(cast(Api, api), raw, reasoning=reasoning)
         )
         return fold_events(events, reasoning=reasoning)
+
+    def _recorded_turns(self, call: CallState) -> list[tuple[int, Completion, bool]]:
+        """The call's recorded responses in order: (attempt, completion, whether it is the
+        call's answer rather than a turn asking for tools)."""
+        offered = bool(self.tools.specs(call.role))
+        limit = self.tools.limit(call.role)
+        used = 0
+        turns: list[tuple[int, Completion, bool]] = []
+        for attempt in sorted(call.responses):
+            completion = self._recorded_completion(call, attempt)
+            answer = not (tool_turn(completion, offered) and used < limit)
+            turns.append((attempt, completion, answer))
+            used += 0 if answer else len(completion.tool_calls)
+        return turns
+
+    async def _tool_results(
+        self, call: CallState, attempt: int, completion: Completion, used: int
+    ) -> list[tuple[str, str, bool]]:
+        """Run (or refuse) the tool calls of one response, recording each; those a former
+        session recorded are taken from the journal. (tool_call_id, content, is_error)."""
+        recorded = {r.index: r for r in call.tool_runs.get(attempt, [])}
+        allowed = tuple(spec.name for spec in self.tools.specs(call.role))
+        limit = self.tools.limit(call.role)
+        results: list[tuple[str, str, bool]] = []
+        for index, asked in enumerate(completion.tool_calls):
+            done = recorded.get(index)
+            if done is None:
+                if used + index >= limit:
+                    outcome = refused(f"the limit of {limit} tool calls in one call is reached")
+                else:
+                    outcome = await self.tools.run(asked.name, asked.arguments, allowed)
+                execution = outcome.execution
+                done = ToolExecuted(
+                    call_id=call.call_id,
+                    attempt=attempt,
+                    index=index,
+                    tool_call_id=asked.id,
+                    tool=asked.name,
+                    status=outcome.status,
+                    code=self.recorder.blob(outcome.code.encode()) if outcome.code else None,
+                    result=(self.recorder.blob(execution_bytes(execution)) if execution else None),
+                    content=self.recorder.blob(outcome.content.encode()),
+                    is_error=outcome.is_error,
+                    exit=execution.exit if execution else None,
+                    timed_out=execution.timed_out if execution else False,
+                    killed_reason=execution.killed_reason if execution else None,
+                    limits=execution.limits.as_dict() if execution else None,
+                    sandbox=execution.sandbox if execution else None,
+                )
+                self.recorder.append(done)
+            content = self.recorder.store.read_blob(done.content.blob).decode("utf-8")
+            results.append((asked.id, content, done.is_error))
+        return results
 
     def _start(self, call_id: str, *, cap: int | None = None, estimate: int = 0) -> None:
         if call_id in self.tasks:
@@ -387,25 +455,61 @@ class Engine:
             # the token budget may have capped this call: its answer keeps its room under the
             # cap, as under a cap of the served context (the client's)
             budget = fitted_budget(int(budget), max_tokens, int(sampling["max_tokens"]))
+        specs = self.tools.specs(call.role)
+        limit = self.tools.limit(call.role)
         request = Request(
             model=route.model,
             messages=tuple(Message.text(cast(Role, role), text) for role, text in built.messages),
             **{**sampling, "max_tokens": max_tokens, "thinking_budget": budget},
             # the same floor bounds the cap a short served context would set (the client's)
             min_tokens=self.floor(call.role),
+            tools=specs,
         )
+        # A call with tools is an exchange of turns; a resumed one goes on from the journal.
+        exchange: list[Message] = []
+        used = 0
+        for attempt, done, answer in self._recorded_turns(call):
+            if answer:
+                break
+            results = await self._tool_results(call, attempt, done, used)
+            exchange.extend(turn_messages(done, results))
+            used += len(done.tool_calls)
+        while True:
+            turn = replace(
+                request,
+                messages=request.messages + tuple(exchange),
+                # every tool call used: the model must answer now
+                tool_choice="none" if specs and used >= limit else None,
+            )
+            completion = await self._ask(call, route, turn, len(built.messages_json))
+            if completion is None:
+                return  # failed, recorded
+            if not (tool_turn(completion, bool(specs)) and used < limit):
+                break
+            attempt = max(self.state.calls[call.call_id].responses)
+            results = await self._tool_results(call, attempt, completion, used)
+            exchange.extend(turn_messages(completion, results))
+            used += len(completion.tool_calls)
+        self._complete(call, completion)
+        self._refusal = None
+        self.progress.call_finished(call)
+
+    async def _ask(
+        self, call: CallState, route: Route, request: Request, prompt_chars: int
+    ) -> Completion | None:
+        """One turn of the call, retried by the client, waiting out an endpoint that went
+        away; None when it failed for good (recorded)."""
         while True:
             observer = CallObserver(self.recorder, call.call_id, route.api, self.progress)
-            observer.input_estimate = tokens_estimate(len(built.messages_json))
+            observer.input_estimate = tokens_estimate(prompt_chars)
             self._observers[call.call_id] = observer
             try:
-                completion = await route.client.complete(request, observer)
-                break
+                return await route.client.complete(request, observer)
             except TransportError as exc:
                 observer.abort_open()
                 if not _endpoint_down(exc):
                     self._fail(call, exc)
-                    return
+                    return None
             except BaseException:
                 observer.abort_open()
                 raise
@@ -413,9 +517,6 @@ class Engine:
             # configured time, which ends the session resumable), then ask again.
             async with self._endpoint_back:
                 await wait_for_endpoint(route.client, self.endpoint_wait_s)
-        self._complete(call, completion)
-        self._refusal = None
-        self.progress.call_finished(call)
 
     def _fail(self, call: CallState, exc: TransportError) -> None:
         self.recorder.append(

@@ -36,6 +36,7 @@ from solver.records import (
     RunFinished,
     SessionEnded,
     SessionStarted,
+    ToolExecuted,
     Usage,
     VerificationFacts,
 )
@@ -77,6 +78,10 @@ class CallState:
     response_api: str = ""
     response_streamed: bool = True
     attempt_streams: dict[int, tuple[str, bool]] = field(default_factory=dict)
+    # A call with tools is an exchange of turns: every response recorded (attempt -> blob),
+    # in order, and the tool calls each asked for, as executed (attempt -> records)
+    responses: dict[int, str] = field(default_factory=dict)
+    tool_runs: dict[int, list[ToolExecuted]] = field(default_factory=dict)
 
 
 @dataclass
@@ -159,6 +164,7 @@ class RunState:
     # Proof-writing calls failed since the last one completed: calls that fail cost no
     # budget, so only this count bounds a search whose every producer call is refused.
     producer_failures_in_a_row: int = 0
+    tool_calls: int = 0  # tool calls the models made (ran or refused), all calls together
 
     # ------------------------------------------------------------ derived views
 
@@ -249,9 +255,14 @@ class RunState:
         self._llm_ended(r, t)
         call = self.calls[r.call_id]
         call.response_blob = r.response.blob
+        call.responses[r.attempt] = r.response.blob
         call.response_api, call.response_streamed = call.attempt_streams.get(
             r.attempt, ("chat", True)
         )
+
+    def _tool_executed(self, r: ToolExecuted, t: str) -> None:
+        self.calls[r.call_id].tool_runs.setdefault(r.attempt, []).append(r)
+        self.tool_calls += 1
 
     def _call_completed(self, r: CallCompleted, t: str) -> None:
         call = self.calls[r.call_id]
@@ -366,6 +377,7 @@ _HANDLERS: dict[type[LoopRecord], _Handler] = {
     LlmCompleted: RunState._llm_completed,
     LlmFailed: RunState._llm_ended,
     LlmAbandoned: RunState._llm_ended,  # an attempt cut mid-stream still spent tokens
+    ToolExecuted: RunState._tool_executed,
     CallCompleted: RunState._call_completed,
     CallFailed: RunState._call_failed,
     CallCancelled: RunState._call_cancelled,

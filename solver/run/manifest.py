@@ -29,6 +29,7 @@ from solver.records import (
     ManifestRoles,
 )
 from solver.roles import template_source
+from solver.run.tools import toolbox_for
 from solver.wire import Endpoint
 
 
@@ -46,6 +47,7 @@ def build_manifest(
     """``role_endpoints``: the roles served by an endpoint of their own (policy key ->
     endpoint); each is named in the manifest and its host:port joins the allow-list."""
     role_endpoints = role_endpoints or {}
+    toolbox = toolbox_for(resolved.settings)
     allow = [_host_port(endpoint.base_url)]
     for other in role_endpoints.values():
         if _host_port(other.base_url) not in allow:
@@ -81,7 +83,9 @@ def build_manifest(
         templates=roles.template_digests(),
         roles=ManifestRoles(
             policy={k: sorted(v) for k, v in roles.ISOLATION_POLICY.items()},
-            tools=[],
+            tools=sorted({name for names in toolbox.role_tools.values() for name in names}),
+            role_tools={k: list(v) for k, v in sorted(toolbox.role_tools.items())},
+            max_tool_calls=dict(sorted(toolbox.max_calls.items())),
         ),
         evaluation=evaluation,
         network=ManifestNetwork(allow=allow, enforcement=["transport-allowlist"]),

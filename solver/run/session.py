@@ -58,6 +58,7 @@ from solver.run.sources import (
     resume_signing_key,
     role_endpoints,
     settings_role,
+    toolbox_for,
 )
 from solver.store import (
     RunStore,
@@ -282,6 +283,7 @@ class _Session:
             elapsed=self.elapsed,
             endpoint_wait_s=settings.retry.endpoint_wait_s,
             routes=routes,
+            tools=toolbox_for(settings),
         )
 
 
@@ -382,6 +384,14 @@ async def _drive(store: RunStore, state: RunState, plan: SessionPlan) -> RunOutc
         raise
 
 
+async def sandbox_ready(settings: Settings) -> None:
+    """With tools on for any role, the sandbox must start before anything is sent: raises
+    SandboxUnavailable (exit 7), naming the install step. Code is never run outside it."""
+    toolbox = toolbox_for(settings)
+    if toolbox.used:
+        await asyncio.to_thread(toolbox.check)
+
+
 async def start_run(
     problem: Problem,
     problem_path: Path | None,
@@ -406,6 +416,7 @@ async def start_run(
     endpoint, recorded_endpoint = resolve_endpoint(settings)
     # settings the policy cannot take are refused before the run is written
     policy_config(settings, evaluation=evaluation, material=False)
+    await sandbox_ready(settings)
     run_id = new_run_id()
     if run_dir is None:
         stem = _slug(problem_path.stem if problem_path else problem.id)
@@ -541,6 +552,7 @@ async def resume_run(
         if state.phase == "finished":
             return finished_outcome(store, state)
         settings = settings_of_run(manifest, resolved_now)
+        await sandbox_ready(settings)
         problem = manifest.problem.record
         target = resume_endpoint(
             manifest.endpoint, manifest.model.requested, resolved_now.settings, endpoint

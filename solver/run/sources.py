@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING
 
 from solver import roles
 from solver._util.masking import MASK, mask_url
-from solver.config import CHECKER, Settings
+from solver.config import Settings
 from solver.endpoint_file import EndpointDescriptor, read_descriptor
 from solver.errors import EndpointUnavailable, InputError, ModelChanged
 from solver.records import Manifest, ManifestEndpoint
 from solver.run.manifest import read_manifest
+from solver.run.tools import settings_role as settings_role
+from solver.run.tools import toolbox_for as toolbox_for
 from solver.store import ATTESTATION_NAME, RunReader, StoreError, key_ids, load_private_key
 from solver.wire import Endpoint
 
@@ -53,15 +55,6 @@ def resolve_endpoint(settings: Settings) -> tuple[Endpoint, ManifestEndpoint]:
         "no model endpoint is configured: set SOLVER_ENDPOINT (or --endpoint), "
         "or start a model server with `solver local up` or `solver serve up`"
     )
-
-
-def settings_role(policy_key: str) -> str:
-    """The ``roles.<name>`` settings a call uses: every grading key (grader:evaluation,
-    grader:rejudge, the rubric writer) samples, and is served, as the grader."""
-    if policy_key == roles.verifier.CHECK:
-        return CHECKER  # a later check runs on the checker's endpoint, with its settings
-    base = policy_key.split(":")[0]
-    return "grader" if base == "rubric_writer" else base
 
 
 def role_endpoints(settings: Settings, env: Mapping[str, str] | None = None) -> dict[str, Endpoint]:

@@ -14,6 +14,7 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ READ_CHUNK = 65536
 # After the deadline's SIGKILL, how long the pipes may take to close (they close at once: the
 # writers are dead) before the runner stops waiting on them.
 DRAIN_AFTER_KILL_S = 2.0
+# How often a cancellable execution looks whether it was cancelled
+CANCEL_POLL_S = 0.1
 # bubblewrap's message when it cannot set up the sandbox is at most this much of its stderr
 MAX_SETUP_MESSAGE = 300
 INSTALL_HINT = (
@@ -64,10 +67,18 @@ class _Capture:
 
 
 def execute(
-    code: str, limits: Limits, *, bwrap: str, python: str, sandbox_uid: int | None
+    code: str,
+    limits: Limits,
+    *,
+    bwrap: str,
+    python: str,
+    sandbox_uid: int | None,
+    cancel: threading.Event | None = None,
 ) -> Outcome:
     """Run ``code`` with ``python`` in the sandbox. ``sandbox_uid``: the user bubblewrap runs as
-    (needed when we are root, see limits.DEFAULT_SANDBOX_UID), None to stay who we are."""
+    (needed when we are root, see limits.DEFAULT_SANDBOX_UID), None to stay who we are.
+    ``cancel``, once set, kills the sandbox as the deadline would (the run's own deadline or a
+    cancelled call, from another thread)."""
     program_fd = os.memfd_create("solver-program")
     status_read, status_write = os.pipe()
     try:
@@ -100,7 +111,7 @@ def execute(
         status_write = -1
         os.close(program_fd)
         program_fd = -1
-        return _collect(process, status_read, limits, started)
+        return _collect(process, status_read, limits, started, cancel)
     finally:
         for fd in (program_fd, status_write, status_read):
             if fd >= 0:
@@ -108,7 +119,11 @@ def execute(
 
 
 def _collect(
-    process: subprocess.Popen[bytes], status_fd: int, limits: Limits, started: float
+    process: subprocess.Popen[bytes],
+    status_fd: int,
+    limits: Limits,
+    started: float,
+    cancel: threading.Event | None,
 ) -> Outcome:
     assert process.stdout is not None and process.stderr is not None
     out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
@@ -122,6 +137,8 @@ def _collect(
         selector.register(status_fd, selectors.EVENT_READ)
         while selector.get_map():
             remaining = deadline - time.monotonic()
+            if cancel is not None and cancel.is_set() and not timed_out:
+                remaining = 0
             if remaining <= 0:
                 if timed_out:
                     break  # killed, and still a pipe open: stop waiting on it
@@ -129,7 +146,8 @@ def _collect(
                 _kill(process)
                 deadline = time.monotonic() + DRAIN_AFTER_KILL_S
                 continue
-            for key, _ in selector.select(timeout=remaining):
+            wait = remaining if cancel is None else min(remaining, CANCEL_POLL_S)
+            for key, _ in selector.select(timeout=wait):
                 fd = int(key.fd)
                 chunk = os.read(fd, READ_CHUNK)
                 if not chunk:

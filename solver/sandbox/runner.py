@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 from solver.sandbox.limits import DEFAULT_PYTHON, DEFAULT_SANDBOX_UID, Limits
 from solver.sandbox.probe import locate_bwrap, sandbox_uid, sandbox_version
 from solver.sandbox.process import execute
@@ -15,13 +17,20 @@ def run_python(
     bwrap: str = "bwrap",
     python: str = DEFAULT_PYTHON,
     uid: int = DEFAULT_SANDBOX_UID,
+    cancel: threading.Event | None = None,
 ) -> Execution:
     """Run ``code`` under ``limits``; raises SandboxUnavailable (never runs it unsandboxed)
-    when bubblewrap is missing or cannot start."""
+    when bubblewrap is missing or cannot start. ``cancel`` set from another thread kills it
+    (recorded as a wall-time kill)."""
     limits = limits or Limits()
     version = sandbox_version(bwrap, python, uid)
     outcome = execute(
-        code, limits, bwrap=locate_bwrap(bwrap), python=python, sandbox_uid=sandbox_uid(uid)
+        code,
+        limits,
+        bwrap=locate_bwrap(bwrap),
+        python=python,
+        sandbox_uid=sandbox_uid(uid),
+        cancel=cancel,
     )
     return Execution(
         stdout=outcome.stdout,
