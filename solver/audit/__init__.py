@@ -2,7 +2,7 @@
 
 Each check returns :class:`Check` rows (pass, warn or fail, with the file or record at
 fault). The lists below are explicit: the store's checks know only the store's format; the
-loop's checks (calls, isolation, prompts, network) understand its records. No lock is taken
+loop's checks (calls, isolation, prompts, network, tools) understand its records. No lock is taken
 and nothing is written.
 """
 
@@ -30,6 +30,7 @@ from solver.audit.prompts import check_prompts
 from solver.audit.record_checks import check_record_types, check_records
 from solver.audit.signatures import check_attestation, check_seals
 from solver.audit.store_checks import GENERIC_CHECKS, check_blobs
+from solver.audit.tools import check_tools
 from solver.store import (
     MAX_JOURNAL_BYTES,
     RunReader,
@@ -59,6 +60,7 @@ LOOP_CHECKS: tuple[AuditCheck, ...] = (
     check_isolation,
     check_prompts,
     check_network,
+    check_tools,
 )
 
 

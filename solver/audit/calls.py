@@ -18,24 +18,28 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from solver import roles
 from solver.audit.base import AuditContext, Check, Status, capped
-from solver.audit.records import digest_of, read_blob, records_of, row_about
+from solver.audit.records import (
+    Exchanges,
+    completion_of,
+    digest_of,
+    read_blob,
+    records_of,
+    row_about,
+)
 from solver.loop.contexts import DERIVED_SUFFIX, ContextBuilder
 from solver.loop.policy import final_versions
 from solver.loop.state import CallState, RunState, reviews_of
+from solver.loop.tools import TOOL_NAMES, python_code, result_content
 from solver.problems import Problem
 from solver.records import parse_loop_record
 from solver.roles import reviser, rubric_writer, verifier
 from solver.store import BlobRef, Record, RunStore
-from solver.wire import (
-    decode_body,
-    decode_stream,
-    fold_events,
-)
 
 # Material from the organisers, or drafted from it: evaluation calls only, after the solve phase.
 REDERIVED_KINDS = ("proof_text", "verification_report", "marking_scheme", "grader_judgments")
@@ -130,7 +134,8 @@ class _Attempts:
             if rec.type == "llm.started":
                 found.started[(str(rec.data.get("call_id")), rec.data["attempt"])] = rec
             elif rec.type == "llm.completed":
-                found.completed.setdefault(str(rec.data.get("call_id")), rec)
+                # the last: a call with tools answers in its last turn (the only one else)
+                found.completed[str(rec.data.get("call_id"))] = rec
         return found
 
 
@@ -138,17 +143,7 @@ def _response_text(ctx: AuditContext, attempts: _Attempts, call_id: str) -> str 
     rec = attempts.completed.get(call_id)
     if rec is None:
         return None
-    request = attempts.started[(call_id, rec.data["attempt"])]
-    raw = read_blob(ctx, rec.data["response"]["blob"])
-    api = request.data["api"]
-    # The request's reasoning setting decides, as it did live, whether text that may be
-    # reasoning whose <think> was in the prompt is held (docs/format.md, The response text).
-    reasoning = request.data["params"].get("reasoning")
-    if request.data["params"].get("stream", True):
-        events = list(decode_stream(api, [raw], reasoning=reasoning))
-    else:
-        events = decode_body(api, raw, reasoning=reasoning)
-    return fold_events(events, reasoning=reasoning).text
+    return completion_of(ctx, attempts.started[(call_id, rec.data["attempt"])], rec).text
 
 
 def _derivation_ok(
@@ -312,16 +307,57 @@ def _policy_rows(ctx: AuditContext) -> list[Check]:
                 where="MANIFEST.json",
             )
         )
-    if declared.get("tools"):
+    offered = set(declared.get("tools") or ())
+    per_role = {name for names in (declared.get("role_tools") or {}).values() for name in names}
+    if not offered <= set(TOOL_NAMES) or per_role != offered:
         rows.append(
             Check(
                 name="isolation",
                 status="fail",
-                detail="the manifest offers the model tools",
+                detail=f"the manifest offers tools this solver does not have or does not "
+                f"give a role ({', '.join(sorted(offered | per_role))})",
                 where="MANIFEST.json",
             )
         )
     return rows
+
+
+def _tool_rows(
+    ctx: AuditContext,
+    rec: Record,
+    exchanges: Exchanges,
+    fail: Callable[[str, Record], None],
+) -> None:
+    """A tool call ran only what the calling model itself wrote in that call, and the model
+    was given back exactly the sandbox's output of it: no other material enters a call
+    through its tools (the re-execution itself is the ``tools`` check)."""
+    data = rec.data
+    call_id, attempt, index = data["call_id"], data["attempt"], data["index"]
+    completion = exchanges.response(ctx, call_id, attempt)
+    if completion is None or index >= len(completion.tool_calls):
+        fail(f"{call_id}: a tool execution no response of the call asked for", rec)
+        return
+    asked = completion.tool_calls[index]
+    if asked.id != data["tool_call_id"] or asked.name != data["tool"]:
+        fail(f"{call_id}: tool execution {index} is not the tool call its response made", rec)
+        return
+    if data["status"] == "ran":
+        code = python_code(asked.arguments)
+        if (
+            data["code"] is None
+            or code is None
+            or read_blob(ctx, data["code"]["blob"]) != (code.encode("utf-8"))
+        ):
+            fail(f"{call_id}: tool execution {index} ran other code than the model wrote", rec)
+            return
+        if data["result"] is None:
+            fail(f"{call_id}: tool execution {index} ran but records no result", rec)
+            return
+        record = json.loads(read_blob(ctx, data["result"]["blob"]))
+        if read_blob(ctx, data["content"]["blob"]).decode("utf-8") != result_content(record):
+            fail(f"{call_id}: tool execution {index} gave the model other than its output", rec)
+    elif data["code"] is not None or data["result"] is not None:
+        fail(f"{call_id}: a refused tool call records code or a result", rec)
 
 
 def check_isolation(ctx: AuditContext) -> list[Check]:
@@ -333,19 +369,28 @@ def check_isolation(ctx: AuditContext) -> list[Check]:
     solve_ended = False
     calls: dict[str, dict[str, Any]] = {}
     texts: dict[str, bytes] = {}
-    derived = rebuilt = 0
+    derived = rebuilt = executions = 0
+    exchanges = Exchanges()
+    role_tools: dict[str, list[str]] = ctx.manifest.get("roles", {}).get("role_tools") or {}
 
     def fail(detail: str, rec: Record) -> None:
         rows.append(row_about(ctx, "isolation", "fail", detail, rec))
 
     for rec in ctx.records:
         data = rec.data
+        exchanges.fold(rec)
         if rec.type == "decision" and data.get("kind") == "phase" and data.get("phase") != "solve":
             solve_ended = True
         elif rec.type == "call.planned":
             calls[data["call_id"]] = data
         elif rec.type == "llm.started" and (data.get("params") or {}).get("tools"):
-            fail(f"{data.get('call_id')}: the model was offered tools", rec)
+            role = str(calls.get(data.get("call_id", ""), {}).get("role", ""))
+            names = {t.get("name") for t in data["params"]["tools"]}
+            if not names <= set(role_tools.get(role, ())):
+                fail(f"{data.get('call_id')}: the model was offered tools its role has not", rec)
+        elif rec.type == "tool.executed":
+            executions += 1
+            _tool_rows(ctx, rec, exchanges, fail)
         elif rec.type == "artifact.put":
             artifacts[data["artifact"]] = data
             content = read_blob(ctx, data["blob"]["blob"])
@@ -388,7 +433,12 @@ def check_isolation(ctx: AuditContext) -> list[Check]:
                 status="pass",
                 detail=f"{contexts} contexts use only inputs their role may see; "
                 f"{derived} proofs and reports re-derived from raw responses; "
-                f"{rebuilt} findings and proof lists rebuilt from the journal",
+                f"{rebuilt} findings and proof lists rebuilt from the journal"
+                + (
+                    f"; {executions} tool calls ran only their own call's code"
+                    if executions
+                    else ""
+                ),
             )
         )
     return capped("isolation", rows)

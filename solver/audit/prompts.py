@@ -16,7 +16,7 @@ import jinja2
 
 from solver import roles
 from solver.audit.base import AuditContext, Check, capped
-from solver.audit.records import digest_of, read_blob, records_of, row_about
+from solver.audit.records import Exchanges, digest_of, read_blob, records_of, row_about
 from solver.roles import environment_from, render_template
 from solver.store import Record
 from solver.wire import Message, encode_request, request_from_params
@@ -187,7 +187,11 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
             ),
         )
     checked = 0
-    for rec in records_of(ctx, "llm.started"):
+    exchanges = Exchanges()
+    for rec in ctx.records:
+        exchanges.fold(rec)
+        if rec.type != "llm.started":
+            continue
         data = rec.data
         built = contexts.get(data["call_id"])
         if built is None:
@@ -202,6 +206,8 @@ def check_prompts(ctx: AuditContext) -> list[Check]:
             )
             continue
         messages = _messages_from(read_blob(ctx, built.data["messages"]["blob"]))
+        # a later turn of a call with tools: its earlier turns and the tools' results follow
+        messages += exchanges.messages(ctx, data["call_id"], data["attempt"])
         request = request_from_params(messages, data["params"])
         expected = encode_request(data["api"], request)
         if expected != read_blob(ctx, data["request"]["blob"]):

@@ -141,6 +141,45 @@ class RecordedRequest:
     def user_text(self) -> str:
         return self.text_of_role("user")
 
+    @property
+    def offered_tools(self) -> list[str]:
+        """The names of the tools the request offers, whatever its protocol."""
+        names = []
+        for tool in self.json.get("tools") or []:
+            if isinstance(tool, dict):
+                function = tool.get("function")
+                named = function if isinstance(function, dict) else tool
+                names.append(str(named.get("name", "")))
+        return names
+
+    @property
+    def tool_choice(self) -> Any:
+        return self.json.get("tool_choice")
+
+    @property
+    def tool_results(self) -> list[str]:
+        """The contents of the tool results the request carries back to the model, in order:
+        Chat's ``tool`` messages, Responses' ``function_call_output`` items, Anthropic's
+        ``tool_result`` blocks."""
+        found: list[str] = []
+        if self.api == "responses":
+            items = self.json.get("input")
+            for item in items if isinstance(items, list) else []:
+                if isinstance(item, dict) and item.get("type") == "function_call_output":
+                    found.append(_text_of(item.get("output")))
+            return found
+        for message in self._messages():
+            if self.api == "chat" and message.get("role") == "tool":
+                found.append(_text_of(message.get("content")))
+            content = message.get("content")
+            if self.api == "anthropic" and isinstance(content, list):
+                found.extend(
+                    _text_of(block.get("content"))
+                    for block in content
+                    if isinstance(block, dict) and block.get("type") == "tool_result"
+                )
+        return found
+
 
 Responder = Callable[[RecordedRequest], Reply]
 
