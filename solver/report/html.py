@@ -266,6 +266,7 @@ def _summary_table(report: RunReport, search: SearchView | None) -> str:
         ("run", f"<code>{_e(report.run_id)}</code>"),
         ("model", _e(report.model or "-")),
         ("evaluation mode", "yes" if report.evaluation_mode else "no"),
+        ("tools", _e(report.tools)),
         ("sessions", str(report.sessions)),
         ("wall time", _e(format_seconds(report.wall_s))),
         (

@@ -228,6 +228,7 @@ def load_report(
         model=state.served_model or manifest.model.requested,
         endpoint=manifest.endpoint.url,
         evaluation_mode=manifest.evaluation,
+        tools=tools_text(manifest.roles.role_tools, state.tool_calls),
         sessions=state.sessions,
         wall_s=wall_seconds(state),
         selected=selected,
@@ -436,3 +437,11 @@ __all__ = [
     "load_report",
     "seconds_between",
 ]
+
+
+def tools_text(role_tools: dict[str, list[str]], tool_calls: int) -> str:
+    """ "none", or the tools each role was offered and how many tool calls were made."""
+    if not role_tools:
+        return "none"
+    offered = "; ".join(f"{role}: {', '.join(names)}" for role, names in sorted(role_tools.items()))
+    return f"{offered} ({tool_calls} tool calls made)"

@@ -91,6 +91,7 @@ def render_markdown(report: RunReport, search: SearchView | None = None) -> str:
         ("reason", report.reason or "-"),
         ("model", report.model or "-"),
         ("evaluation mode", "yes" if report.evaluation_mode else "no"),
+        ("tools", report.tools),
         ("sessions", report.sessions),
         ("wall time", format_seconds(report.wall_s)),
         (

@@ -216,6 +216,9 @@ class RunReport:
     tokens: dict[str, int]
     torn_tail: bool
     texts: dict[str, str] = field(default_factory=dict)  # blob digest -> display text
+    # Tools the roles were offered and the tool calls made: competition rules for people
+    # allow no computer, so a report says whether a proof was found with one
+    tools: str = "none"
 
     def call(self, call_id: str) -> CallView | None:
         for call in self.calls:
@@ -265,6 +268,7 @@ class RunReport:
             "roles": [{**vars(r), "tokens": r.tokens} for r in self.roles],
             "tokens": self.tokens,
             "torn_tail": self.torn_tail,
+            "tools": self.tools,
         }
 
 

@@ -14,6 +14,8 @@ from solver.audit import audit_run
 from solver.errors import SandboxUnavailable
 from solver.loop.tools import result_content
 from solver.records import ToolExecuted
+from solver.report.load import load_report
+from solver.report.markdown import render_markdown
 from solver.sandbox import SandboxVersion
 from solver.store import RunReader, canonical_json
 from solver.testing import FakeEndpoint, RecordedRequest, role_of
@@ -81,6 +83,9 @@ def test_a_verifier_computes_then_reports_over_each_protocol(
     found = checks(outcome.run_dir)
     assert all(c.status == "pass" for rows in found.values() for c in rows), found
     assert f"{len(executed)} tool executions re-run" in found["tools"][0].detail
+    report = load_report(outcome.run_dir)
+    assert report.tools.startswith("verifier: python") and f"({len(executed)} tool" in report.tools
+    assert "| tools | verifier: python" in render_markdown(report)
 
 
 def test_the_tool_call_limit_makes_the_model_answer(
