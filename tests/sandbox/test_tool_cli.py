@@ -52,3 +52,28 @@ def test_a_file_that_is_no_program_is_bad_input(tmp_path: Path) -> None:
     binary = tmp_path / "b.py"
     binary.write_bytes(b"\xff\xfe")
     assert run_cli(["tool", "run", str(binary)]).code == EXIT_INPUT
+
+
+def test_a_solve_with_tools_and_no_sandbox_stops_before_anything(tmp_path: Path) -> None:
+    config = tmp_path / "solver.toml"
+    config.write_text(
+        '[roles.verifier]\ntools = ["python"]\n[sandbox]\nbwrap = "/nonexistent/bwrap"\n'
+    )
+    problem = tmp_path / "p.md"
+    problem.write_text("Prove that 1 + 1 = 2.\n")
+    run_dir = tmp_path / "run"
+    outcome = run_cli(
+        [
+            "solve",
+            str(problem),
+            "--config",
+            str(config),
+            "--endpoint",
+            "http://127.0.0.1:9/v1",
+            "--run-dir",
+            str(run_dir),
+        ]
+    )
+    assert outcome.code == EXIT_SANDBOX
+    assert "apt-get install bubblewrap" in outcome.stderr
+    assert not run_dir.exists()
