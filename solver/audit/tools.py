@@ -14,19 +14,39 @@ from solver.audit.base import AuditContext, Check, capped
 from solver.audit.records import read_blob, records_of, row_about
 from solver.errors import SandboxUnavailable
 from solver.loop.tools import SHOWN_FIELDS
-from solver.sandbox import Limits, run_python, sandbox_version
+from solver.sandbox import (
+    DEFAULT_PYTHON,
+    DEFAULT_SANDBOX_UID,
+    Limits,
+    run_python,
+    sandbox_version,
+)
 
 
 def _shown(record: dict[str, Any]) -> dict[str, Any]:
     return {name: record.get(name) for name in SHOWN_FIELDS}
 
 
+def _sandbox_of(ctx: AuditContext) -> dict[str, Any]:
+    """The run's own sandbox settings (bubblewrap, the interpreter inside, the uid), as its
+    manifest recorded them: the executions are re-run with the same."""
+    config = ctx.manifest.get("config", {}).get("resolved", {})
+    sandbox = config.get("sandbox") if isinstance(config, dict) else None
+    chosen = sandbox if isinstance(sandbox, dict) else {}
+    return {
+        "bwrap": str(chosen.get("bwrap", "bwrap")),
+        "python": str(chosen.get("python", DEFAULT_PYTHON)),
+        "uid": int(chosen.get("uid", DEFAULT_SANDBOX_UID)),
+    }
+
+
 def check_tools(ctx: AuditContext) -> list[Check]:
     executed = [r for r in records_of(ctx, "tool.executed") if r.data.get("status") == "ran"]
     if not executed:
         return []  # a run without tools: nothing to re-run, no row
+    settings = _sandbox_of(ctx)
     try:
-        version = sandbox_version().as_dict()
+        version = sandbox_version(settings["bwrap"], settings["python"], settings["uid"]).as_dict()
     except SandboxUnavailable as exc:
         return [
             Check(
@@ -39,27 +59,27 @@ def check_tools(ctx: AuditContext) -> list[Check]:
     same = 0
     for rec in executed:
         data = rec.data
-        where = f"{data['call_id']} tool call {data['index']}"
+        which = f"{data['call_id']} tool call {data['index']}"
         try:
             code = read_blob(ctx, data["code"]["blob"]).decode("utf-8")
             recorded = _shown(json.loads(read_blob(ctx, data["result"]["blob"])))
             limits = Limits(**data["limits"])
         except (KeyError, TypeError, ValueError) as exc:
-            rows.append(row_about(ctx, "tools", "fail", f"{where}: unreadable ({exc})", rec))
+            rows.append(row_about(ctx, "tools", "fail", f"{which}: unreadable ({exc})", rec))
             continue
-        again = _shown(run_python(code, limits).as_json())
+        again = _shown(run_python(code, limits, **settings).as_json())
         if again == recorded:
             same += 1
             continue
         other = data.get("sandbox") != version
-        third = _shown(run_python(code, limits).as_json())
+        third = _shown(run_python(code, limits, **settings).as_json())
         if third != again or recorded["timed_out"] or again["timed_out"]:
             rows.append(
                 row_about(
                     ctx,
                     "tools",
                     "warn",
-                    f"{where}: not deterministic (another output each run); not compared",
+                    f"{which}: not deterministic (another output each run); not compared",
                     rec,
                 )
             )
@@ -69,7 +89,7 @@ def check_tools(ctx: AuditContext) -> list[Check]:
                     ctx,
                     "tools",
                     "warn",
-                    f"{where}: another output in this sandbox ({version}) than in the run's "
+                    f"{which}: another output in this sandbox ({version}) than in the run's "
                     f"({data.get('sandbox')})",
                     rec,
                 )
@@ -80,7 +100,7 @@ def check_tools(ctx: AuditContext) -> list[Check]:
                     ctx,
                     "tools",
                     "fail",
-                    f"{where}: re-run twice, the code gives another output than recorded",
+                    f"{which}: re-run twice, the code gives another output than recorded",
                     rec,
                 )
             )

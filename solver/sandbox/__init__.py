@@ -8,13 +8,14 @@ and the Python inside, ``runner`` runs one program, ``result`` its typed record.
 
 from __future__ import annotations
 
-from solver.sandbox.limits import DEFAULT_PYTHON, Limits
+from solver.sandbox.limits import DEFAULT_PYTHON, DEFAULT_SANDBOX_UID, Limits
 from solver.sandbox.probe import SandboxVersion, sandbox_version
 from solver.sandbox.result import Execution
 from solver.sandbox.runner import run_python
 
 __all__ = [
     "DEFAULT_PYTHON",
+    "DEFAULT_SANDBOX_UID",
     "Execution",
     "Limits",
     "SandboxVersion",

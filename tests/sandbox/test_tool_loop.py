@@ -204,3 +204,20 @@ def test_a_run_killed_mid_exchange_resumes_from_the_journal(
     report = audit_run(killed)
     assert report.ok, [c for c in report.checks if c.status == "fail"]
     assert {c.status for c in report.checks if c.name == "tools"} == {"pass"}
+
+
+def test_an_auditor_without_the_sandbox_warns_and_does_not_fail(
+    sandbox_ready: SandboxVersion, tmp_path: Path
+) -> None:
+    with ScriptedEndpoint(verifier_with_python) as fake:
+        outcome = solve(fake, tmp_path, candidates=1, roles__verifier__tools=["python"])
+
+    def elsewhere(manifest: dict[str, Any]) -> dict[str, Any]:
+        # the run's sandbox, as the auditing machine would not have it
+        manifest["config"]["resolved"]["sandbox"]["bwrap"] = "/nonexistent/bwrap"
+        return manifest
+
+    moved = rewrite(outcome.run_dir, tmp_path / "moved", lambda store, t, d: d, elsewhere)
+    rows = checks(moved)["tools"]
+    assert [r.status for r in rows] == ["warn"] and "not re-run" in rows[0].detail
+    assert audit_run(moved).ok
