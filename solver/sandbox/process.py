@@ -34,7 +34,9 @@ CANCEL_POLL_S = 0.1
 MAX_SETUP_MESSAGE = 300
 INSTALL_HINT = (
     "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap, or `make sandbox`) "
-    "and allow user namespaces (sysctl kernel.unprivileged_userns_clone=1 where it exists)"
+    "and allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 on "
+    "Debian; on Ubuntu 24.04 and later, an AppArmor profile for bwrap or sysctl "
+    "kernel.apparmor_restrict_unprivileged_userns=0)"
 )
 
 
