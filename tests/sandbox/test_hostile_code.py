@@ -3,7 +3,6 @@ is unharmed, and each ends in a recorded result."""
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from solver.sandbox import Execution, Limits, SandboxVersion, run_python
+from tests.sandbox.helpers import survivors
 
 
 def _lines(result: Execution) -> list[str]:
@@ -188,7 +188,7 @@ while True:
     assert result.timed_out and result.killed_reason == "wall_time" and result.exit is None
     forks = int(result.stdout.text.split()[1])
     assert forks <= limits.processes - 1
-    assert _survivors(marker) == []
+    assert survivors(marker) == []
 
 
 def test_a_fork_bomb_of_forks_is_contained(sandbox_ready: SandboxVersion) -> None:
@@ -316,21 +316,6 @@ print("alive inside", len(alive))
     assert _lines(result) == ["alive inside 1"]  # it did detach and run
     assert result.exit == 0
     deadline = time.monotonic() + 5
-    while _survivors(marker) and time.monotonic() < deadline:
+    while survivors(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _survivors(marker) == []
-
-
-def _survivors(marker: str) -> list[int]:
-    """Host pids whose command line carries ``marker``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if cmdline.startswith(marker.encode() + b"\0"):
-            found.append(int(entry))
-    return found
+    assert survivors(marker) == []

@@ -4,7 +4,10 @@ audit re-runs every execution and re-produces every later turn's request."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import pytest
 
 from solver.audit import audit_run
 from solver.errors import SandboxUnavailable
-from solver.loop.tools import result_content
+from solver.loop.tools import ToolBox, result_content
 from solver.records import ToolExecuted
 from solver.report.load import load_report
 from solver.report.markdown import render_markdown
@@ -23,6 +26,7 @@ from solver.testing.fake_endpoint import Reply
 from tests.loop import scripts
 from tests.loop.forge import rewrite
 from tests.loop.harness import ScriptedEndpoint, resume, solve
+from tests.sandbox.helpers import survivors
 
 CHECK = "print(sum(i * i for i in range(10)))"  # 285
 
@@ -221,3 +225,28 @@ def test_an_auditor_without_the_sandbox_warns_and_does_not_fail(
     rows = checks(moved)["tools"]
     assert [r.status for r in rows] == ["warn"] and "not re-run" in rows[0].detail
     assert audit_run(moved).ok
+
+
+def test_a_cancelled_call_kills_its_running_tool(sandbox_ready: SandboxVersion) -> None:
+    marker = f"cancelled{uuid.uuid4().hex[:12]}"
+    code = f'import os\nos.execv("/usr/bin/sleep", [{marker!r}, "3600"])\n'
+    box = ToolBox(role_tools={"verifier": ("python",)}, max_calls={"verifier": 8})
+
+    async def cancel_midway() -> float:
+        task = asyncio.ensure_future(box.run("python", json.dumps({"code": code}), ("python",)))
+        deadline = time.monotonic() + 10
+        while not survivors(marker) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert survivors(marker), "the tool never started"
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - started
+
+    took = asyncio.run(cancel_midway())
+    assert took < 5  # killed at once, not at the 20 s wall limit
+    deadline = time.monotonic() + 5
+    while survivors(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert survivors(marker) == []
