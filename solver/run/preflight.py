@@ -43,6 +43,7 @@ from solver.llm import (
 from solver.problems import Problem
 from solver.roles import generator
 from solver.run.sources import resolve_endpoint, role_endpoints
+from solver.run.tools import sandbox_ready
 from solver.wire import Role
 
 __all__ = ["ANSWER_ROOM", "preflight", "preflight_endpoint"]
@@ -69,7 +70,9 @@ class _Target:
 async def preflight(settings: Settings, problems: Sequence[Problem]) -> None:
     """Check every endpoint the run will call (its own, and those of roles with their own)
     before anything is written. ``timeouts.preflight_s`` 0 skips the check. Raises
-    :class:`ConfigError` (exit 2) or :class:`EndpointUnavailable` (exit 3)."""
+    :class:`ConfigError` (exit 2) or :class:`EndpointUnavailable` (exit 3); first, with a
+    role's tools on, :class:`SandboxUnavailable` (exit 7) when the sandbox cannot start."""
+    await sandbox_ready(settings)
     timeout = settings.timeouts.preflight_s
     if timeout <= 0:
         return

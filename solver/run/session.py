@@ -60,6 +60,7 @@ from solver.run.sources import (
     settings_role,
     toolbox_for,
 )
+from solver.run.tools import sandbox_ready
 from solver.store import (
     RunStore,
     holds_only_create_leftovers,
@@ -382,14 +383,6 @@ async def _drive(store: RunStore, state: RunState, plan: SessionPlan) -> RunOutc
             with contextlib.suppress(OSError):
                 session.end("error", f"{type(exc).__name__}: {exc}")
         raise
-
-
-async def sandbox_ready(settings: Settings) -> None:
-    """With tools on for any role, the sandbox must start before anything is sent: raises
-    SandboxUnavailable (exit 7), naming the install step. Code is never run outside it."""
-    toolbox = toolbox_for(settings)
-    if toolbox.used:
-        await asyncio.to_thread(toolbox.check)
 
 
 async def start_run(

@@ -3,6 +3,8 @@ that the manifest, which sources reads, can name the tools too)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from solver import roles
 from solver.config import CHECKER, Settings
 from solver.loop.tools import ToolBox, sandbox_limits
@@ -36,3 +38,11 @@ def toolbox_for(settings: Settings) -> ToolBox:
         python=sandbox.python,
         uid=sandbox.uid,
     )
+
+
+async def sandbox_ready(settings: Settings) -> None:
+    """With tools on for any role, the sandbox must start before anything is sent: raises
+    SandboxUnavailable (exit 7), naming the install step. Code is never run outside it."""
+    toolbox = toolbox_for(settings)
+    if toolbox.used:
+        await asyncio.to_thread(toolbox.check)
