@@ -227,8 +227,9 @@ def test_model_change_is_refused_unless_allowed(workdir: Path) -> None:
 
 def _small_files() -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a fatal signal
-    # above what the manifest takes (about 12 kB with a long temporary path), below a run
-    resource.setrlimit(resource.RLIMIT_FSIZE, (16_000, 16_000))
+    # above what the manifest takes (about 16 kB with a long temporary path since it holds the
+    # [sandbox] settings and the roles' tool settings), below a run (its journal: about 45 kB)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (24_000, 24_000))
 
 
 def test_full_disk_stops_cleanly_and_resumes(workdir: Path) -> None:
