@@ -37,8 +37,14 @@ from solver.evaluation.evaluate import Job, JobResult, file_digest, prepare_out,
 from solver.evaluation.scores import FULL_GRADE, Agreement, agreement, pearson
 from solver.evaluation.set_run import served_model
 from solver.loop.grading import AGGREGATIONS, aggregate
-from solver.loop.policy import GIVEN, given_comparisons, rival_lineage
-from solver.loop.state import BLOCKING_SEVERITIES, RunState, review_calls
+from solver.loop.state import (
+    BLOCKING_SEVERITIES,
+    GIVEN,
+    RunState,
+    given_comparisons,
+    review_calls,
+    rival_lineage,
+)
 from solver.problems import Problem, read_checked_text
 from solver.roles import ReviewFacts, SelectionFacts, VerificationFacts
 from solver.run import read_state

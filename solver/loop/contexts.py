@@ -20,13 +20,14 @@ from typing import Any
 from pydantic import BaseModel
 
 from solver import roles
-from solver.loop.policy import pair_of, selection_pool
+from solver.loop.policy import selection_pool
 from solver.loop.state import (
     PRODUCER_ROLES,
     CallState,
     RunState,
     confirmed_findings,
     findings_of,
+    pair_of,
     pool_sources,
     revision_source,
 )

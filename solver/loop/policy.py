@@ -24,28 +24,39 @@ from solver.loop.grading import (
 )
 from solver.loop.state import (
     BLOCKING_SEVERITIES,
+    GIVEN,
     CallState,
     LineageState,
     RunState,
     VersionState,
+    accepted_of,
+    answer_groups,
+    call_ordinal,
+    check_calls,
     confirmed_findings,
+    disputed_versions,
     failing_report,
     finding_keys,
     findings_of,
-    pool_sources,
+    given_comparisons,
+    grade_call_id,
+    graded_versions,
+    lineage_index,
+    pair_target,
+    picked,
     review_calls,
+    review_running,
     review_verdicts,
-    revision_source,
+    seeded_sources,
     unreviewed_verdicts,
+    verdict_of,
     verification_calls,
 )
 from solver.records import (
     CallPlanned,
     Decision,
     Outcome,
-    ProofFacts,
     SelectionFacts,
-    VerificationFacts,
 )
 from solver.roles import UNREVIEWED, VERIFIER_CHECK
 
@@ -198,7 +209,7 @@ def _leave_solve(
 def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     # The engine records the budget's end itself when what is left cannot fit a call's prompt.
     reason = _budget_reason(state, cfg, elapsed_s) or state.budget_exhausted
-    disputed = _disputed(state) if cfg.recheck_answers else set()
+    disputed = disputed_versions(state) if cfg.recheck_answers else set()
     if reason:
         return _leave_solve(state, reason, budget=True, unchecked=_unchecked(state, cfg, disputed))
     done = [ln for ln in state.accepted() if _due_check(state, ln, cfg, disputed) is None]
@@ -236,7 +247,7 @@ def _solve(state: RunState, cfg: PolicyConfig, elapsed_s: float) -> Step:
     active = sum(1 for ln in state.lineages.values() if ln.active)
     open_slots = _width(state, cfg) - active - len(state.accepted())
     next_index = len(state.lineages)
-    seeded = _seeded(state)
+    seeded = seeded_sources(state)
     while open_slots > 0 and next_index < cfg.max_lineages:
         calls.append(_new_lineage_call(state, next_index, cfg, seeded))
         open_slots -= 1
@@ -330,20 +341,6 @@ def _generator_call(lineage: str, version: int, ordinal: int, cfg: PolicyConfig)
 
 
 # ---------------------------------------------------------------- restarts
-
-
-def _seeded(state: RunState) -> set[frozenset[tuple[str, int]]]:
-    """The sources restarts have already started from: a pool restart's one version, a
-    recombination's set (each is used once, so restarts do not repeat one another)."""
-    found: set[frozenset[tuple[str, int]]] = set()
-    for call in state.calls.values():
-        if call.role == "reviser" and call.lineage and call.target and ".v" in call.target:
-            source = revision_source(call.target, call.lineage)
-            if source is not None:
-                found.add(frozenset({source}))
-        elif call.role == "reviser:recombine":
-            found.add(frozenset(pool_sources(call.target)))
-    return found
 
 
 def _pool_rank(state: RunState, version: VersionState, cfg: PolicyConfig) -> tuple[float, int, int]:
@@ -502,19 +499,11 @@ def _reviser_variant(cfg: PolicyConfig) -> str:
     return "standard" if cfg.review else UNREVIEWED
 
 
-def _ordinal(call: CallState) -> int:
-    return int(call.call_id.rsplit(".", 1)[-1])
-
-
 def _needs_review(call: CallState, cfg: PolicyConfig) -> bool:
     findings = findings_of(call)
     if not cfg.review or not findings or call.status != "completed":
         return False
     return cfg.review_minor_on_pass or failing_report(call)
-
-
-def _verdict(call: CallState) -> str | None:
-    return call.facts.verdict if isinstance(call.facts, VerificationFacts) else None
 
 
 def verification_outcome(state: RunState, call: CallState, cfg: PolicyConfig) -> str:
@@ -546,7 +535,7 @@ def verification_outcome(state: RunState, call: CallState, cfg: PolicyConfig) ->
     ]
     if blocking or (cfg.minor_blocks and findings):
         return "fail"
-    if _verdict(call) == "pass":
+    if verdict_of(call) == "pass":
         return "pass"
     if findings and not confirmed:
         # A "fail" verdict whose every finding was rejected on review.
@@ -609,7 +598,7 @@ def _verify_round(
     state: RunState, lineage: LineageState, version: VersionState, cfg: PolicyConfig
 ) -> tuple[list[Decision], list[CallPlanned]]:
     name, number = lineage.lineage, version.version
-    verifications = sorted(verification_calls(state, name, number), key=_ordinal)
+    verifications = sorted(verification_calls(state, name, number), key=call_ordinal)
     outcomes = {c.call_id: verification_outcome(state, c, cfg) for c in verifications}
     passes = sum(1 for o in outcomes.values() if o == "pass")
     fails = sum(1 for o in outcomes.values() if o == "fail")
@@ -720,57 +709,19 @@ def _recurred(
 FINAL, RECHECK = "final", "recheck"
 
 
-def answer_of(state: RunState, version: VersionState) -> str | None:
-    """The comparison key of the final answer a version's proof states, if it states one."""
-    producer = state.calls.get(version.producer)
-    facts = producer.facts if producer is not None else None
-    answer = facts.final_answer if isinstance(facts, ProofFacts) else None
-    if not answer:
-        return None
-    from solver.answers import answer_key  # sympy loads only when answers are compared
-
-    return answer_key(answer) or None
-
-
-def _answer_groups(
-    state: RunState, lineages: list[LineageState]
-) -> dict[str | None, list[LineageState]]:
-    """Accepted lineages by the final answer of their accepted version (None: it states
-    none), each group in index order."""
-    groups: dict[str | None, list[LineageState]] = {}
-    for lineage in sorted(lineages, key=lambda ln: ln.index):
-        key = answer_of(state, lineage.versions[_accepted(lineage)])
-        groups.setdefault(key, []).append(lineage)
-    return groups
-
-
-def _accepted(lineage: LineageState) -> int:
-    """The accepted version of a lineage known to be accepted."""
-    assert lineage.accepted_version is not None
-    return lineage.accepted_version
-
-
-def _disputed(state: RunState) -> set[tuple[str, int]]:
-    """The accepted versions with a final answer, when they do not all state the same one."""
-    stated = {k: v for k, v in _answer_groups(state, state.accepted()).items() if k is not None}
-    if len(stated) < 2:
-        return set()
-    return {(ln.lineage, _accepted(ln)) for group in stated.values() for ln in group}
-
-
 def _agreeing(
     state: RunState, done: list[LineageState]
 ) -> tuple[list[LineageState], tuple[Decision, ...]]:
     """Of the accepted lineages whose checks are done, the largest group that states one
     final answer (the earliest accepted among equal groups; proofs stating none form a group
     of their own), and a decision taking acceptance from each of the others."""
-    groups = _answer_groups(state, done)
+    groups = answer_groups(state, done)
     if len(groups) < 2:
         return done, ()
     key, agreed = max(groups.items(), key=lambda item: len(item[1]))
     why = f"its final answer differs from the one {len(agreed)} accepted proofs state"
     outvoted = [
-        _unaccepted(lineage, _accepted(lineage), why)
+        _unaccepted(lineage, accepted_of(lineage), why)
         for other, lineages in groups.items()
         if other != key
         for lineage in lineages
@@ -796,23 +747,6 @@ def check_size(stage: str, cfg: PolicyConfig) -> int:
         if stage == FINAL
         else (cfg.final_verifications or cfg.verifications)
     )
-
-
-def check_kind(call: CallState) -> str:
-    """What a verification is for, from its id ``L0.v3.<kind>.<i>``: ``verify`` (a round),
-    or the later check ``final`` or ``recheck``."""
-    return call.call_id.rsplit(".", 2)[-2]
-
-
-def check_calls(state: RunState, lineage: str, version: int, stage: str) -> list[CallState]:
-    """The verifications of one later check (``L0.v3.final.0``, ...), in their order."""
-    found = [c for c in verification_calls(state, lineage, version) if check_kind(c) == stage]
-    return sorted(found, key=_ordinal)
-
-
-def _review_running(state: RunState, verification: CallState) -> bool:
-    review = state.calls.get(f"{verification.call_id}.review")
-    return review is not None and review.status == "planned"
 
 
 def _unaccepted(lineage: LineageState, version: int, reason: str) -> Decision:
@@ -872,7 +806,7 @@ def _checks_step(
     if fails and cfg.cancel_on_blocking:
         # Failed: judge it once the reviews in flight have said which findings stand (the
         # reviser is shown them), and stop the verifications still running.
-        if any(_review_running(state, c) for c in calls):
+        if any(review_running(state, c) for c in calls):
             return [], [], []
         running = [c.call_id for c in calls if c.status == "planned"]
         return [_unaccepted(lineage, number, why)], [], running
@@ -898,7 +832,7 @@ def final_versions(state: RunState, cfg: PolicyConfig | None = None) -> list[Ver
     (its best one, by pass rate, with ``best_version``). Once grading has begun, the versions
     it graded: the choice is then read from the journal, so the audit can re-derive what the
     selector was shown without knowing the policy's settings."""
-    graded = _graded_versions(state)
+    graded = graded_versions(state)
     return graded or candidate_finals(state, cfg)
 
 
@@ -917,23 +851,6 @@ def candidate_finals(state: RunState, cfg: PolicyConfig | None = None) -> list[V
         elif with_proof:
             finals.append(max(with_proof, key=lambda v: v.version))
     return finals
-
-
-def _graded_versions(state: RunState) -> list[VersionState]:
-    found: list[VersionState] = []
-    for call in state.calls.values():
-        if call.phase == "grade" and call.lineage is not None and call.version is not None:
-            version = state.lineages[call.lineage].versions.get(call.version)
-            if version is not None and version not in found:
-                found.append(version)
-    order = {ln.lineage: ln.index for ln in state.lineages.values()}
-    return sorted(found, key=lambda v: order[v.lineage])
-
-
-def grade_call_id(version: VersionState, n: int = 0) -> str:
-    """``grade.L0.v3`` for the first grade of a version, ``grade.L0.v3.1`` ... for more."""
-    base = f"grade.{version.lineage}.v{version.version}"
-    return base if n == 0 else f"{base}.{n}"
 
 
 def _grade(state: RunState, cfg: PolicyConfig) -> Step:
@@ -1067,11 +984,12 @@ def rank_key(
     ]
     rate = pass_rate(state, name, number, cfg) or 0.0
     grade = grade_of(state, version)
-    return (rate, -1 if grade is None else grade, outcomes.count("pass"), -_index(state, version))
-
-
-def _index(state: RunState, version: VersionState) -> int:
-    return state.lineages[version.lineage].index
+    return (
+        rate,
+        -1 if grade is None else grade,
+        outcomes.count("pass"),
+        -lineage_index(state, version),
+    )
 
 
 def pairwise_pool(state: RunState, cfg: PolicyConfig) -> list[VersionState]:
@@ -1082,29 +1000,6 @@ def pairwise_pool(state: RunState, cfg: PolicyConfig) -> list[VersionState]:
         return accepted
     top = rank_key(state, ranked[0], cfg)[:2]
     return [v for v in ranked if rank_key(state, v, cfg)[:2] == top]
-
-
-def pair_target(first: VersionState, second: VersionState) -> str:
-    return f"{first.lineage}.v{first.version},{second.lineage}.v{second.version}"
-
-
-def pair_of(target: str) -> list[tuple[str, int]]:
-    """The proofs a pairwise selector call shows, in order (ValueError if malformed)."""
-    shown = []
-    for part in target.split(","):
-        lineage, sep, version = part.rpartition(".v")
-        if not sep or not lineage or not version.isdigit():
-            raise ValueError(f"not a pair of proofs: {target!r}")
-        shown.append((lineage, int(version)))
-    return shown
-
-
-def _pick(state: RunState, call_id: str) -> tuple[str, int] | None:
-    call = state.calls[call_id]
-    facts = call.facts
-    if call.status == "completed" and call.parsed_ok and isinstance(facts, SelectionFacts):
-        return facts.choice
-    return None
 
 
 def _bracket(state: RunState, cfg: PolicyConfig) -> Step:
@@ -1139,7 +1034,7 @@ def _bracket(state: RunState, cfg: PolicyConfig) -> Step:
             return Step()
         winners = list(byes)
         for (x, y), (ab, ba) in zip(pairs, ids, strict=True):
-            first, second = _pick(state, ab), _pick(state, ba)
+            first, second = picked(state, ab), picked(state, ba)
             matches += 1
             if first is not None and first == second:
                 winners.append(x if first == (x.lineage, x.version) else y)
@@ -1170,38 +1065,6 @@ def _evaluate(state: RunState, cfg: PolicyConfig) -> Step:
         summary = evaluation_summary(state, rules)
         return Step(finish=RunEnd(finish.outcome, finish.selected, finish.reason, summary))
     return Step(calls=(*checks, *(calls or ())))
-
-
-# The lineage of a grading-only run's given proof (solver.run.session.record_inputs).
-GIVEN = "given"
-_RIVAL = "rival"
-
-
-def rival_lineage(number: int) -> str:
-    """The lineage of the ``number``-th proof a given proof is compared with."""
-    return f"{_RIVAL}{number}"
-
-
-def given_comparisons(state: RunState) -> list[tuple[str, str, str]]:
-    """The pairwise selector calls comparing a given proof with each of its rivals, both ways:
-    (call id, target, rival lineage), the given proof shown first in the ``ab`` call."""
-    if GIVEN not in state.lineages:
-        return []
-    numbered = {
-        int(name[len(_RIVAL) :]): name
-        for name in state.lineages
-        if name.startswith(_RIVAL) and name[len(_RIVAL) :].isdigit()
-    }
-    rivals = [numbered[number] for number in sorted(numbered)]
-    given = f"{GIVEN}.v0"
-    return [
-        call
-        for name in rivals
-        for call in (
-            (f"given.{name}.ab", f"{given},{name}.v0", name),
-            (f"given.{name}.ba", f"{name}.v0,{given}", name),
-        )
-    ]
 
 
 def _given_checks(state: RunState, cfg: PolicyConfig) -> tuple[list[CallPlanned], bool]:
@@ -1251,7 +1114,7 @@ def _claim_doubt(state: RunState, version: VersionState) -> str:
     the accepted proofs state different final answers, so at least one of them is wrong and
     the run cannot tell which; or its own verifications left a blocking finding open (a
     critical or major finding confirmed, or unreviewed in a run without reviews)."""
-    stated = {k for k in _answer_groups(state, state.accepted()) if k is not None}
+    stated = {k for k in answer_groups(state, state.accepted()) if k is not None}
     if len(stated) > 1:
         return (
             "the accepted proofs state different final answers (" + ", ".join(sorted(stated)) + ")"

@@ -32,8 +32,10 @@ from solver.records import (
     NoFacts,
     Outcome,
     Phase,
+    ProofFacts,
     ReviewFacts,
     RunFinished,
+    SelectionFacts,
     SessionEnded,
     SessionStarted,
     ToolExecuted,
@@ -514,3 +516,159 @@ def _confirmed_keys(state: RunState, lineage: str, version: int) -> set[str]:
 
 
 assert set(_HANDLERS) == set(LOOP_RECORD_CLASSES.values())
+
+
+# ---------------------------------------------------------------- queries the policy asks
+
+
+def verdict_of(call: CallState) -> str | None:
+    return call.facts.verdict if isinstance(call.facts, VerificationFacts) else None
+
+
+def call_ordinal(call: CallState) -> int:
+    return int(call.call_id.rsplit(".", 1)[-1])
+
+
+def check_kind(call: CallState) -> str:
+    """What a verification is for, from its id ``L0.v3.<kind>.<i>``: ``verify`` (a round),
+    or the later check ``final`` or ``recheck``."""
+    return call.call_id.rsplit(".", 2)[-2]
+
+
+def check_calls(state: RunState, lineage: str, version: int, stage: str) -> list[CallState]:
+    """The verifications of one later check (``L0.v3.final.0``, ...), in their order."""
+    found = [c for c in verification_calls(state, lineage, version) if check_kind(c) == stage]
+    return sorted(found, key=call_ordinal)
+
+
+def review_running(state: RunState, verification: CallState) -> bool:
+    review = state.calls.get(f"{verification.call_id}.review")
+    return review is not None and review.status == "planned"
+
+
+def seeded_sources(state: RunState) -> set[frozenset[tuple[str, int]]]:
+    """The sources restarts have already started from: a pool restart's one version, a
+    recombination's set (each is used once, so restarts do not repeat one another)."""
+    found: set[frozenset[tuple[str, int]]] = set()
+    for call in state.calls.values():
+        if call.role == "reviser" and call.lineage and call.target and ".v" in call.target:
+            source = revision_source(call.target, call.lineage)
+            if source is not None:
+                found.add(frozenset({source}))
+        elif call.role == "reviser:recombine":
+            found.add(frozenset(pool_sources(call.target)))
+    return found
+
+
+def accepted_of(lineage: LineageState) -> int:
+    """The accepted version of a lineage known to be accepted."""
+    assert lineage.accepted_version is not None
+    return lineage.accepted_version
+
+
+def answer_of(state: RunState, version: VersionState) -> str | None:
+    """The comparison key of the final answer a version's proof states, if it states one."""
+    producer = state.calls.get(version.producer)
+    facts = producer.facts if producer is not None else None
+    answer = facts.final_answer if isinstance(facts, ProofFacts) else None
+    if not answer:
+        return None
+    from solver.answers import answer_key  # sympy loads only when answers are compared
+
+    return answer_key(answer) or None
+
+
+def answer_groups(
+    state: RunState, lineages: list[LineageState]
+) -> dict[str | None, list[LineageState]]:
+    """Accepted lineages by the final answer of their accepted version (None: it states
+    none), each group in index order."""
+    groups: dict[str | None, list[LineageState]] = {}
+    for lineage in sorted(lineages, key=lambda ln: ln.index):
+        key = answer_of(state, lineage.versions[accepted_of(lineage)])
+        groups.setdefault(key, []).append(lineage)
+    return groups
+
+
+def disputed_versions(state: RunState) -> set[tuple[str, int]]:
+    """The accepted versions with a final answer, when they do not all state the same one."""
+    stated = {k: v for k, v in answer_groups(state, state.accepted()).items() if k is not None}
+    if len(stated) < 2:
+        return set()
+    return {(ln.lineage, accepted_of(ln)) for group in stated.values() for ln in group}
+
+
+def graded_versions(state: RunState) -> list[VersionState]:
+    found: list[VersionState] = []
+    for call in state.calls.values():
+        if call.phase == "grade" and call.lineage is not None and call.version is not None:
+            version = state.lineages[call.lineage].versions.get(call.version)
+            if version is not None and version not in found:
+                found.append(version)
+    order = {ln.lineage: ln.index for ln in state.lineages.values()}
+    return sorted(found, key=lambda v: order[v.lineage])
+
+
+def grade_call_id(version: VersionState, n: int = 0) -> str:
+    """``grade.L0.v3`` for the first grade of a version, ``grade.L0.v3.1`` ... for more."""
+    base = f"grade.{version.lineage}.v{version.version}"
+    return base if n == 0 else f"{base}.{n}"
+
+
+def lineage_index(state: RunState, version: VersionState) -> int:
+    return state.lineages[version.lineage].index
+
+
+def pair_target(first: VersionState, second: VersionState) -> str:
+    return f"{first.lineage}.v{first.version},{second.lineage}.v{second.version}"
+
+
+def pair_of(target: str) -> list[tuple[str, int]]:
+    """The proofs a pairwise selector call shows, in order (ValueError if malformed)."""
+    shown = []
+    for part in target.split(","):
+        lineage, sep, version = part.rpartition(".v")
+        if not sep or not lineage or not version.isdigit():
+            raise ValueError(f"not a pair of proofs: {target!r}")
+        shown.append((lineage, int(version)))
+    return shown
+
+
+def picked(state: RunState, call_id: str) -> tuple[str, int] | None:
+    call = state.calls[call_id]
+    facts = call.facts
+    if call.status == "completed" and call.parsed_ok and isinstance(facts, SelectionFacts):
+        return facts.choice
+    return None
+
+
+# The lineage of a grading-only run's given proof (solver.run.session.record_inputs).
+GIVEN = "given"
+_RIVAL = "rival"
+
+
+def rival_lineage(number: int) -> str:
+    """The lineage of the ``number``-th proof a given proof is compared with."""
+    return f"{_RIVAL}{number}"
+
+
+def given_comparisons(state: RunState) -> list[tuple[str, str, str]]:
+    """The pairwise selector calls comparing a given proof with each of its rivals, both ways:
+    (call id, target, rival lineage), the given proof shown first in the ``ab`` call."""
+    if GIVEN not in state.lineages:
+        return []
+    numbered = {
+        int(name[len(_RIVAL) :]): name
+        for name in state.lineages
+        if name.startswith(_RIVAL) and name[len(_RIVAL) :].isdigit()
+    }
+    rivals = [numbered[number] for number in sorted(numbered)]
+    given = f"{GIVEN}.v0"
+    return [
+        call
+        for name in rivals
+        for call in (
+            (f"given.{name}.ab", f"{given},{name}.v0", name),
+            (f"given.{name}.ba", f"{name}.v0,{given}", name),
+        )
+    ]

@@ -20,12 +20,11 @@ from solver.loop.policy import (
     RECHECK,
     PolicyConfig,
     best_version,
-    check_kind,
     check_size,
     pass_rate,
     verification_outcome,
 )
-from solver.loop.state import CallState, RunState, verification_calls
+from solver.loop.state import CallState, RunState, check_kind, verification_calls
 from solver.roles import VERIFIER_CHECK as CHECK
 from solver.run import policy_config, read_manifest, read_state
 

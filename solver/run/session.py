@@ -35,8 +35,7 @@ from solver.loop.engine import (
     wait_for_endpoint,
 )
 from solver.loop.finish import write_finish
-from solver.loop.policy import GIVEN, rival_lineage
-from solver.loop.state import RunState
+from solver.loop.state import GIVEN, RunState, rival_lineage
 from solver.problems import Problem
 from solver.records import (
     ArtifactPut,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from solver.answers import answer_key
-from solver.loop.policy import grade_of, pair_of
-from solver.loop.state import RunState
+from solver.loop.policy import grade_of
+from solver.loop.state import RunState, pair_of
 from solver.records import SelectionFacts
 from solver.store import RunReader
 from solver.testing import RecordedRequest

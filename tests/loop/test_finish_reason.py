@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from solver.loop.policy import _finish, grade_call_id
-from solver.loop.state import CallState, LineageState, RunState, VersionState
+from solver.loop.policy import _finish
+from solver.loop.state import CallState, LineageState, RunState, VersionState, grade_call_id
 from solver.records import GradeFacts
 from solver.testing import FakeEndpoint
 from tests.loop.harness import audit_ok, result_of, solve
