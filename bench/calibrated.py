@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from solver.evaluation.calibrate import CALIBRATION_FORMAT, confirmed_real, false_share
+from solver.evaluation.calibrate import CALIBRATION_FORMAT
+from solver.evaluation.calibration_figures import confirmed_real, false_share
 from solver.store import UnsafeEntry, read_regular
 
 # calibration.json holds every item's record; a few hundred items is a few MB.

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from solver.evaluation.calibrate import (
-    CalibrationPlan,
-    GradedProof,
-    calibration_figures,
     calibration_header,
     calibration_markdown,
-    calibration_report,
-    load_graded,
-    plan_calibration,
     verification_lines,
     write_calibration,
+)
+from solver.evaluation.calibration_figures import calibration_figures
+from solver.evaluation.calibration_runs import (
+    CalibrationPlan,
+    calibration_report,
+    plan_calibration,
+    rivals_of,
 )
 from solver.evaluation.evaluate import (
     EVAL_GRADERS,
@@ -33,6 +34,7 @@ from solver.evaluation.export import (
     collect_proofs,
     write_proofs,
 )
+from solver.evaluation.graded_file import GradedProof, load_graded
 from solver.evaluation.output import Written, results_json, results_markdown, score_line
 from solver.evaluation.scores import (
     EvalSummary,
@@ -98,6 +100,7 @@ __all__ = [
     "ranks",
     "results_json",
     "results_markdown",
+    "rivals_of",
     "run_settings",
     "score_from_result",
     "score_line",

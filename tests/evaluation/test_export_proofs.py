@@ -13,8 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from solver.cli.main import main
-from solver.evaluation import load_graded
-from solver.evaluation.calibrate import rivals_of
+from solver.evaluation import load_graded, rivals_of
 from solver.testing import FakeEndpoint, RecordedRequest, role_of
 from solver.testing.fake_endpoint import Reply
 from tests.loop import scripts
