@@ -642,7 +642,7 @@ def picked(state: RunState, call_id: str) -> tuple[str, int] | None:
     return None
 
 
-# The lineage of a grading-only run's given proof (solver.run.session.record_inputs).
+# The lineage of a grading-only run's given proof (solver.run.start.record_inputs).
 GIVEN = "given"
 _RIVAL = "rival"
 

@@ -1,10 +1,11 @@
 """The face of solver.run: what other packages import from it.
 
 Reading a run back (its manifest, its journal folded into state, its condition, the policy
-its settings give, the listing and removal of runs) is pure and loads eagerly. Driving one
-(``session``) and checking its endpoint first (``preflight``) take the model client and its
-HTTP stack, so their names load on first use (PEP 562): ``solver report``, ``solver status``
-and the evaluation's readers import this face without httpx.
+its settings give, the listing and removal of runs) is pure and loads eagerly. Creating,
+resuming and driving one (``start``, ``session``, ``drive``) and checking its endpoint first
+(``preflight``) take the model client and its HTTP stack, so their names load on first use
+(PEP 562): ``solver report``, ``solver status`` and the evaluation's readers import this face
+without httpx.
 """
 
 from __future__ import annotations
@@ -21,24 +22,19 @@ from solver.run.sources import resolve_endpoint, resume_endpoint, role_endpoints
 from solver.run.status import RunCondition, RunStatus, run_condition, run_status, wall_seconds
 
 if TYPE_CHECKING:
+    from solver.run.drive import ProgressFactory, RunOutcome, Seams
     from solver.run.preflight import preflight
-    from solver.run.session import (
-        ProgressFactory,
-        RunOutcome,
-        Seams,
-        open_run,
-        resume_run,
-        start_run,
-    )
+    from solver.run.session import open_run, resume_run
+    from solver.run.start import start_run
 
 # The names that drive a run or call its endpoint, from the modules that take the model client.
 _LAZY = {
-    "ProgressFactory": "solver.run.session",
-    "RunOutcome": "solver.run.session",
-    "Seams": "solver.run.session",
+    "ProgressFactory": "solver.run.drive",
+    "RunOutcome": "solver.run.drive",
+    "Seams": "solver.run.drive",
     "open_run": "solver.run.session",
     "resume_run": "solver.run.session",
-    "start_run": "solver.run.session",
+    "start_run": "solver.run.start",
     "preflight": "solver.run.preflight",
 }
 

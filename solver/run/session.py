@@ -1,106 +1,43 @@
-"""Start, resume and finish runs: the glue between the CLI, the run store and the engine."""
+"""Open and resume runs: the writer lock taken and the journal folded, a crashed session's end
+recorded, the endpoint a resumed run may talk to checked before anything is sent.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import re
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 
-from solver import roles
-from solver._util.clock import seconds_between, utc_stamp
-from solver._util.masking import mask_argv, mask_url
-from solver.config import ResolvedSettings, Settings
+from solver._util.clock import seconds_between
+from solver.config import ResolvedSettings
 from solver.errors import (
-    EndpointUnavailable,
-    InputError,
-    ModelChanged,
     NotFound,
-    no_room,
 )
-from solver.identity import code_identity, host_name, new_run_id
-from solver.llm import Connection, Deadlines, Endpoint, ModelClient, RetryPolicy
 from solver.loop.capacity import SharedCapacity
-from solver.loop.contexts import ContextBuilder
 from solver.loop.engine import (
-    Engine,
     Recorder,
-    Route,
-    RunProgress,
-    monotonic_elapsed,
-    wait_for_endpoint,
 )
-from solver.loop.finish import write_finish
-from solver.loop.state import GIVEN, RunState, rival_lineage
-from solver.problems import Problem
+from solver.loop.state import RunState
 from solver.records import (
-    ArtifactPut,
-    Decision,
-    EndpointProbed,
-    NetConnect,
-    RunResult,
     SessionEnded,
-    SessionEndReason,
-    SessionStarted,
 )
-from solver.run.endpoint_notes import endpoint_notes
+from solver.run.drive import (
+    ProgressFactory,
+    RunOutcome,
+    Seams,
+    SessionPlan,
+    drive_session,
+    finished_outcome,
+)
 from solver.run.journal import collector_paused, fold, read_state, reviews_in
-from solver.run.manifest import build_manifest, manifest_blobs, read_manifest, settings_of_run
-from solver.run.policy_settings import policy_config
+from solver.run.manifest import read_manifest, settings_of_run
 from solver.run.sources import (
-    resolve_endpoint,
     resume_endpoint,
     resume_signing_key,
-    role_endpoints,
-    settings_role,
-    toolbox_for,
 )
+from solver.run.start import record_inputs
 from solver.run.tools import sandbox_ready
 from solver.store import (
     RunStore,
-    holds_only_create_leftovers,
 )
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    run_dir: Path
-    outcome: str
-    result: RunResult
-    already_finished: bool = False  # resume found the run finished: nothing was done
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:40] or "problem"
-
-
-def floor_for(settings: Settings) -> Callable[[str], int]:
-    """A role's ``min_tokens``, never above its ``max_tokens``."""
-
-    def floor(role: str) -> int:
-        chosen = settings.role(settings_role(role))
-        return min(chosen.min_tokens, chosen.max_tokens)
-
-    return floor
-
-
-def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[str, Any]]:
-    def sampling(role: str) -> dict[str, Any]:
-        chosen = settings.role(settings_role(role))
-        return {
-            "max_tokens": chosen.max_tokens,
-            "temperature": chosen.temperature,
-            "top_p": chosen.top_p,
-            "reasoning": chosen.reasoning,
-            "seed": seed,
-            "thinking_budget": chosen.thinking_budget,
-        }
-
-    return sampling
 
 
 def open_run(run_dir: Path, signing_key: Path | None = None) -> tuple[RunStore, RunState]:
@@ -115,398 +52,6 @@ def open_run(run_dir: Path, signing_key: Path | None = None) -> tuple[RunStore, 
             store.close()
             raise
     return store, state
-
-
-ProgressFactory = Callable[[RunState, Callable[[], float]], RunProgress]
-
-
-def _http_client(
-    endpoint: Endpoint,
-    deadlines: Deadlines,
-    retry: RetryPolicy,
-    on_connect: Callable[[Connection], None],
-) -> ModelClient:
-    return ModelClient(endpoint, deadlines=deadlines, retry=retry, on_connect=on_connect)
-
-
-# How a session gets its model client and its clock: the real ones by default; a test or the
-# policy lab passes an in-process client (solver.testing) and a virtual clock.
-ClientFactory = Callable[
-    [Endpoint, Deadlines, RetryPolicy, Callable[[Connection], None]], ModelClient
-]
-ClockFactory = Callable[[float], Callable[[], float]]
-
-
-@dataclass(frozen=True)
-class Seams:
-    client: ClientFactory = _http_client
-    clock: ClockFactory = monotonic_elapsed
-
-
-@dataclass(frozen=True)
-class SessionPlan:
-    """What one session of a run is started with: a fresh run's or a resume's."""
-
-    settings: Settings
-    endpoint: Endpoint
-    problem: Problem
-    evaluation: bool
-    reason: Literal["fresh", "resume"]
-    argv: list[str]
-    allow_model_change: bool
-    make_progress: ProgressFactory
-    # Within an evaluation, the call slots the runs of a set share.
-    capacity: SharedCapacity | None = None
-    # the masked URL `solver resume --endpoint` moved this session to (recorded with it)
-    moved_endpoint: str | None = None
-    seams: Seams = Seams()
-
-
-class _Session:
-    """One session's records: its start, exactly one end, the endpoint it probed."""
-
-    def __init__(self, recorder: Recorder, plan: SessionPlan) -> None:
-        self.recorder = recorder
-        self.plan = plan
-        self.number = recorder.state.sessions + 1
-        recorder.store.set_session(self.number)
-        self.prior_wall_s = recorder.state.ended_wall_s
-        self.elapsed = plan.seams.clock(self.prior_wall_s)
-        self.ended = False
-
-    def start(self) -> None:
-        self.recorder.append(
-            SessionStarted(
-                templates=self._new_templates(),
-                session=self.number,
-                reason=self.plan.reason,
-                pid=os.getpid(),
-                host=host_name(),
-                code=code_identity(),
-                argv=mask_argv(self.plan.argv),
-                allow_model_change=self.plan.allow_model_change,
-                endpoint=self.plan.moved_endpoint,
-            )
-        )
-
-    def _new_templates(self) -> dict[str, str]:
-        """Today's templates whose digests neither the manifest nor an earlier session
-        names (a run made by an older solver, resumed), their bytes stored as blobs so the
-        audit renders this session's prompts from the run alone."""
-        known = dict(self.recorder.store.manifest.get("templates") or {})
-        named = {(n, d) for n, d in known.items()} | self.recorder.state.session_templates
-        new = {n: d for n, d in roles.template_digests().items() if (n, d) not in named}
-        for name in sorted(new):
-            self.recorder.blob(roles.template_source(name))
-        return new
-
-    def end(self, why: SessionEndReason, detail: str = "") -> None:
-        if not self.ended:
-            self.ended = True
-            self.recorder.append(
-                SessionEnded(
-                    session=self.number,
-                    reason=why,
-                    detail=detail,
-                    wall_s=self.elapsed() - self.prior_wall_s,
-                )
-            )
-
-    def journal_connection(self, conn: Connection) -> None:
-        # a probe's connection, which the calls after it may reuse: no call id
-        self.recorder.append(
-            NetConnect(call_id="", host=conn.host, port=conn.port, address=conn.address)
-        )
-
-    async def probe(self, client: ModelClient) -> str:
-        """Wait for the endpoint, record what it serves, refuse a changed model unless
-        allowed; the model the calls name."""
-        state = self.recorder.state
-        endpoint = self.plan.endpoint
-        try:
-            info = await wait_for_endpoint(client, self.plan.settings.retry.endpoint_wait_s)
-        except EndpointUnavailable as exc:
-            self.end("endpoint_unavailable", str(exc))
-            raise
-        served = info.models[0] if info.models else endpoint.model
-        changed = None
-        if state.first_served_model and served != state.first_served_model:
-            if not self.plan.allow_model_change:
-                self.end("error", "served model changed")
-                raise ModelChanged(
-                    f"the endpoint now serves {served!r}, but this run used "
-                    f"{state.first_served_model!r}; pass --allow-model-change to go on anyway"
-                )
-            changed = state.first_served_model
-        probed = EndpointProbed(
-            url=mask_url(info.url),
-            models=list(info.models),
-            served_model=served,
-            context_length=info.context_length,
-            response=self.recorder.blob(info.raw) if info.raw else None,
-            model_changed_from=changed,
-            notes=endpoint_notes(self.plan.settings, info, endpoint.api),
-        )
-        self.recorder.append(probed)
-
-        def notice(text: str) -> None:
-            # learnt mid-session (the server refused a field the probe could not rule out):
-            # the endpoint is recorded again with what it refused, once
-            self.recorder.append(probed.model_copy(update={"response": None, "notes": [text]}))
-
-        client.on_notice = notice
-        return endpoint.model or served
-
-    def engine(self, client: ModelClient, model: str, routes: dict[str, Route]) -> Engine:
-        plan, recorder = self.plan, self.recorder
-        settings, problem = plan.settings, plan.problem
-        return Engine(
-            recorder=recorder,
-            client=client,
-            contexts=ContextBuilder(recorder.store, recorder.state, problem, seed=settings.seed),
-            policy=policy_config(
-                settings,
-                evaluation=plan.evaluation,
-                material=bool(problem.reference_solution or problem.grading_guidelines),
-                scheme=bool(problem.reference_solution and not problem.grading_guidelines),
-            ),
-            model=model,
-            api=plan.endpoint.api,
-            sampling=sampling_for(settings, None),
-            floor=floor_for(settings),
-            reserve_full=settings.budget.reserve == "max_tokens",
-            # Within an evaluation the run may use any slot the others leave free.
-            concurrency=plan.capacity.slots if plan.capacity is not None else settings.concurrency,
-            capacity=plan.capacity,
-            label=problem.id,
-            progress=plan.make_progress(recorder.state, self.elapsed),
-            elapsed=self.elapsed,
-            endpoint_wait_s=settings.retry.endpoint_wait_s,
-            routes=routes,
-            tools=toolbox_for(settings),
-        )
-
-
-@dataclass(frozen=True)
-class ModelClientOptions:
-    deadlines: Deadlines
-    retry: RetryPolicy
-    on_connect: Callable[[Connection], None]
-
-
-def _client_options(
-    plan: SessionPlan, on_connect: Callable[[Connection], None]
-) -> ModelClientOptions:
-    timeouts, retry = plan.settings.timeouts, plan.settings.retry
-    deadlines = Deadlines(
-        connect=timeouts.connect_s,
-        first_byte=timeouts.first_byte_s,
-        idle=timeouts.idle_s,
-        total=timeouts.total_s,
-    )
-    policy = RetryPolicy(max_attempts=retry.max_attempts, max_wait=retry.max_wait_s)
-    return ModelClientOptions(deadlines, policy, on_connect)
-
-
-@contextlib.asynccontextmanager
-async def _role_routes(
-    endpoints: dict[str, Endpoint],
-    options: ModelClientOptions,
-    wait_s: float,
-    make_client: ClientFactory,
-) -> AsyncIterator[dict[str, Route]]:
-    """One client per distinct role endpoint (graders or a checker of another family), each
-    made as the run's own client is and probed before the first call; its connections are
-    journalled the same way."""
-    async with contextlib.AsyncExitStack() as stack:
-        routes: dict[str, Route] = {}
-        opened: dict[tuple[str, str, str], Route] = {}
-        for key, endpoint in sorted(endpoints.items()):
-            ident = (endpoint.base_url, endpoint.api, endpoint.model)
-            if ident not in opened:
-                made = make_client(endpoint, options.deadlines, options.retry, options.on_connect)
-                client = await stack.enter_async_context(made)
-                info = await wait_for_endpoint(client, wait_s)
-                model = endpoint.model or (info.models[0] if info.models else "")
-                opened[ident] = Route(client, model, endpoint.api)
-            routes[key] = opened[ident]
-        yield routes
-
-
-async def _drive(store: RunStore, state: RunState, plan: SessionPlan) -> RunOutcome:
-    """One session: start it, probe the endpoint, run the engine to the run's finish, and
-    record why the session ended, whatever ends it."""
-    recorder = Recorder(store, state)
-    session = _Session(recorder, plan)
-    session.start()
-    try:
-        options = _client_options(plan, session.journal_connection)
-        async with (
-            plan.seams.client(
-                plan.endpoint, options.deadlines, options.retry, options.on_connect
-            ) as client,
-            _role_routes(
-                role_endpoints(plan.settings),
-                options,
-                plan.settings.retry.endpoint_wait_s,
-                plan.seams.client,
-            ) as routes,
-        ):
-            model = await session.probe(client)
-            if state.phase != "finished":
-                finish = await session.engine(client, model, routes).run()
-                written = write_finish(recorder, plan.problem, finish, session.elapsed())
-                result = RunResult.model_validate(written)
-            else:
-                result = RunResult(outcome=state.outcome or "failed")
-            session.end("finished")
-            return RunOutcome(store.run_dir, result.outcome, result)
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        session.end("interrupted")
-        raise
-    except EndpointUnavailable as exc:  # mid-run: the endpoint went away and stayed away
-        with contextlib.suppress(OSError):
-            session.end("endpoint_unavailable", str(exc))
-        raise
-    except OSError as exc:
-        if no_room(exc):
-            # The disk is full: the record may not fit either (then status shows a crash,
-            # and the next session repairs), but a blob that did not fit leaves room for it.
-            store.mark_stopped("storage_full")
-            with contextlib.suppress(OSError):
-                session.end("storage_full", str(exc))
-            session.ended = True
-        raise
-    except BaseException as exc:
-        if not session.ended:
-            with contextlib.suppress(OSError):
-                session.end("error", f"{type(exc).__name__}: {exc}")
-        raise
-
-
-async def start_run(
-    problem: Problem,
-    problem_path: Path | None,
-    resolved: ResolvedSettings,
-    *,
-    evaluation: bool,
-    argv: list[str],
-    make_progress: ProgressFactory,
-    on_created: Callable[[Path], None],
-    run_dir: Path | None = None,
-    given_proof: str | None = None,
-    rival_proofs: Sequence[str] = (),
-    capacity: SharedCapacity | None = None,
-    seams: Seams = Seams(),
-) -> RunOutcome:
-    """Create a run and drive it to its finish. With ``given_proof`` the run only grades that
-    proof in evaluation mode (``solver eval calibrate``): there is no solve phase; with
-    ``rival_proofs`` as well, the selector compares it with each of them, both ways."""
-    settings = resolved.settings
-    if given_proof is not None:
-        evaluation = True
-    endpoint, recorded_endpoint = resolve_endpoint(settings)
-    # settings the policy cannot take are refused before the run is written
-    policy_config(settings, evaluation=evaluation, material=False)
-    await sandbox_ready(settings)
-    run_id = new_run_id()
-    if run_dir is None:
-        stem = _slug(problem_path.stem if problem_path else problem.id)
-        run_dir = settings.runs_dir / f"{utc_stamp()}_{stem}_{run_id[-8:]}"
-    elif run_dir.is_dir() and not holds_only_create_leftovers(run_dir):
-        raise InputError(
-            f"{run_dir}: already holds a run; continue it with `solver resume {run_dir}`"
-        )
-    manifest = build_manifest(
-        problem,
-        problem_path,
-        resolved,
-        endpoint,
-        recorded_endpoint,
-        evaluation,
-        argv,
-        run_id,
-        role_endpoints=role_endpoints(settings),
-    )
-    if given_proof is not None:
-        # so that a resume can record it if need be
-        manifest = manifest.model_copy(update={"given_proof": given_proof})
-        if rival_proofs:
-            manifest = manifest.model_copy(update={"rival_proofs": list(rival_proofs)})
-    store = RunStore.create(
-        run_dir, manifest.to_json(), signing_key=settings.signing_key, blobs=manifest_blobs(problem)
-    )
-    with store:
-        on_created(run_dir)
-        state = RunState(reviews=settings.acceptance.review)
-        recorder = Recorder(store, state)
-        store.set_session(1)
-        record_inputs(recorder, problem, evaluation, given_proof, rival_proofs)
-        plan = SessionPlan(
-            settings=settings,
-            endpoint=endpoint,
-            problem=problem,
-            evaluation=evaluation,
-            reason="fresh",
-            argv=argv,
-            allow_model_change=False,
-            make_progress=make_progress,
-            capacity=capacity,
-            seams=seams,
-        )
-        return await _drive(store, state, plan)
-
-
-def record_inputs(
-    recorder: Recorder,
-    problem: Problem,
-    evaluation: bool,
-    given_proof: str | None,
-    rival_proofs: Sequence[str] = (),
-) -> None:
-    """The run's inputs as artifacts (and, for a grading-only run, the given proof, its
-    rivals and the decisions that skip the solve phase). Idempotent: a session killed right
-    after the run was created left some of them unwritten, and every session calls this
-    first."""
-    state = recorder.state
-    for artifact, kind, text in problem_artifacts(problem, evaluation):
-        if artifact not in state.artifacts:
-            recorder.append(
-                ArtifactPut(
-                    artifact=artifact,
-                    kind=kind,
-                    blob=recorder.blob(text.encode()),
-                    producer="problem",
-                )
-            )
-    if given_proof is None:
-        return
-    given = [(GIVEN, given_proof), *((rival_lineage(n), p) for n, p in enumerate(rival_proofs))]
-    for lineage, proof in given:
-        if f"{lineage}.v0.proof" not in state.artifacts:
-            recorder.append(
-                ArtifactPut(
-                    artifact=f"{lineage}.v0.proof",
-                    kind="proof_text",
-                    blob=recorder.blob(proof.encode()),
-                    producer="input",
-                    lineage=lineage,
-                    version=0,
-                )
-            )
-    if state.selected is None:
-        recorder.append(Decision(kind="selected", lineage=GIVEN, version=0, reason="given proof"))
-    if state.phase == "solve":
-        recorder.append(Decision(kind="phase", phase="evaluate", reason="grading only"))
-
-
-def problem_artifacts(problem: Problem, evaluation: bool) -> list[tuple[str, str, str]]:
-    found = [("problem", "problem_statement", problem.statement)]
-    if evaluation and problem.reference_solution:
-        found.append(("reference_solution", "reference_solution", problem.reference_solution))
-    if evaluation and problem.grading_guidelines:
-        found.append(("grading_guidelines", "grading_guidelines", problem.grading_guidelines))
-    return found
 
 
 async def resume_run(
@@ -569,16 +114,4 @@ async def resume_run(
             moved_endpoint=target.moved,
             seams=seams,
         )
-        return await _drive(store, state, plan)
-
-
-def finished_outcome(store: RunStore, state: RunState) -> RunOutcome:
-    """A finished run resumed: nothing to do, no session and no endpoint (the store still
-    writes a signed run's attestation if a crash came just before it)."""
-    try:
-        result = RunResult.model_validate_json(
-            (store.run_dir / "final" / "result.json").read_bytes()
-        )
-    except (OSError, ValueError):
-        result = RunResult(outcome=state.outcome or "failed")
-    return RunOutcome(store.run_dir, str(state.outcome), result, already_finished=True)
+        return await drive_session(store, state, plan)
