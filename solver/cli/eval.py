@@ -12,8 +12,14 @@ from typing import Any
 import click
 
 from solver.cli.errors import reports_errors
-from solver.cli.run import MAX_CALLS_HELP, run_interruptibly
-from solver.config import ResolvedSettings, default_of
+from solver.cli.options import (
+    connection_flags,
+    connection_options,
+    search_flags,
+    search_options,
+)
+from solver.cli.run import run_interruptibly
+from solver.config import ResolvedSettings
 from solver.errors import EXIT_AUDIT, EXIT_ERROR, InputError, Interrupted
 from solver.evaluation import (
     EVAL_GRADERS,
@@ -65,7 +71,8 @@ class _DefaultToRun(click.Group):
 
 
 def _common(command: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
+    """The options of every evaluation: its grading, its runs and the shared connection."""
+    options: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         click.option(
             "--graders",
             type=click.IntRange(1, 15),
@@ -97,23 +104,12 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
             help="Runs in progress at once.",
         ),
         click.option(
-            "--concurrency",
-            type=int,
-            help=f"Model calls in flight per run ({default_of('concurrency')}).",
-        ),
-        click.option(
             "--out",
             "out_dir",
             type=click.Path(path_type=Path),
             help="Evaluation directory (default evals/<name>).",
         ),
-        click.option("--endpoint", help="Base URL of the model endpoint (…/v1)."),
-        click.option("--model", help="Model name to request."),
-        click.option("--api", type=click.Choice(["chat", "responses", "anthropic"])),
-        click.option(
-            "--config", "config_file", type=click.Path(path_type=Path), help="solver.toml."
-        ),
-        click.option("--json", "as_json", is_flag=True, help="One JSON object per line."),
+        connection_options(per_run=True),
         click.option(
             "--progress-every",
             type=click.FloatRange(min=0),
@@ -127,9 +123,21 @@ def _common(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def _resolve(config_file: Path | None, **flags: Any) -> ResolvedSettings:
-    """The eval's settings; a flag named ``a__b`` sets the key ``a.b``."""
-    return eval_settings(config_file, {k.replace("__", "."): v for k, v in flags.items()})
+def _resolve(config_file: Path | None, flags: dict[str, Any]) -> ResolvedSettings:
+    """The eval's settings from its flags (settings keys; None: not given)."""
+    return eval_settings(config_file, flags)
+
+
+def _grading_flags(
+    graders: int | None, aggregation: str | None, reconcile: str | None, scale: str | None
+) -> dict[str, Any]:
+    """The settings keys of :func:`_common`'s grading options (None: not given)."""
+    return {
+        "grading.evaluation_graders": graders,
+        "grading.aggregation": aggregation,
+        "grading.reconcile": reconcile,
+        "grading.scale": scale,
+    }
 
 
 def _emit(as_json: bool, event: dict[str, Any], text: str, *, result: bool = False) -> None:
@@ -308,25 +316,7 @@ def eval_group() -> None:
     show_default=True,
     help="N: runs of every problem (mean and spread are over these).",
 )
-@click.option(
-    "--candidates",
-    type=int,
-    help=f"Lineages solving in parallel per run ({default_of('candidates')}).",
-)
-@click.option(
-    "--verifications",
-    type=int,
-    help=f"K: passing verifications to accept ({default_of('acceptance.verifications')}).",
-)
-@click.option(
-    "--accept",
-    "accepted_needed",
-    type=int,
-    help=f"A: accepted lineages to stop ({default_of('acceptance.accepted_needed')}).",
-)
-@click.option("--max-calls", type=int, help="Per run. " + MAX_CALLS_HELP)
-@click.option("--max-tokens", "max_total_tokens", type=int, help="Budget per run: tokens.")
-@click.option("--max-wall", type=float, help="Budget per run: wall-clock seconds.")
+@search_options(per_run=True)
 @click.option("--map", "mapping", multiple=True, help="Column mapping FIELD=COLUMN for the set.")
 @click.option(
     "--shard",
@@ -375,20 +365,18 @@ def run(
         click.echo(f"note: {problem_set.mapping_note}", err=True)
     resolved = _resolve(
         config_file,
-        endpoint=endpoint,
-        model=model,
-        api=api,
-        candidates=candidates,
-        concurrency=concurrency,
-        acceptance__verifications=verifications,
-        acceptance__accepted_needed=accepted_needed,
-        budget__calls=max_calls,
-        budget__total_tokens=max_total_tokens,
-        budget__wall_clock_s=max_wall,
-        grading__evaluation_graders=graders,
-        grading__aggregation=aggregation,
-        grading__reconcile=reconcile,
-        grading__scale=scale,
+        {
+            **connection_flags(endpoint=endpoint, model=model, api=api, concurrency=concurrency),
+            **search_flags(
+                candidates=candidates,
+                verifications=verifications,
+                accepted_needed=accepted_needed,
+                max_calls=max_calls,
+                max_total_tokens=max_total_tokens,
+                max_wall=max_wall,
+            ),
+            **_grading_flags(graders, aggregation, reconcile, scale),
+        },
     )
     # the endpoint is checked before any run of the set is made
     run_interruptibly(lambda: preflight(resolved.settings, problem_set.problems))
@@ -559,16 +547,12 @@ def calibrate(
     items = load_graded(file)
     resolved = _resolve(
         config_file,
-        endpoint=endpoint,
-        model=model,
-        api=api,
-        concurrency=concurrency,
-        grading__evaluation_graders=graders,
-        grading__aggregation=aggregation,
-        grading__reconcile=reconcile,
-        grading__scale=scale,
-        grading__given_verifications=verifications,
-        grading__given_comparisons=comparisons,
+        {
+            **connection_flags(endpoint=endpoint, model=model, api=api, concurrency=concurrency),
+            **_grading_flags(graders, aggregation, reconcile, scale),
+            "grading.given_verifications": verifications,
+            "grading.given_comparisons": comparisons,
+        },
     )
     out = out_dir or default_out_dir(file, "calibrate-")
     # the endpoint is checked before any grading run is made (no generator: no room check)

@@ -18,8 +18,14 @@ from rich.markup import escape
 from solver._util.masking import mask_url, url_problem
 from solver._util.terminal import visible
 from solver.cli.errors import reports_errors
+from solver.cli.options import (
+    connection_flags,
+    connection_options,
+    search_flags,
+    search_options,
+)
 from solver.cli.progress import JsonProgress, LiveProgress, ProgressBase
-from solver.config import ResolvedSettings, Settings, default_of, resolve_settings
+from solver.config import ResolvedSettings, Settings, resolve_settings
 from solver.errors import EXIT_INTERRUPTED, InputError, Interrupted
 from solver.loop.engine import RunProgress
 from solver.loop.policy import PolicyConfig
@@ -38,12 +44,6 @@ from solver.run import (
 from solver.store import RunReader
 
 T = TypeVar("T")
-
-# What the calls budget covers, said where it is set: the search's calls only.
-MAX_CALLS_HELP = (
-    "Budget: model calls of the search (generate, verify, review, revise); the grading and "
-    "selection after it are not counted."
-)
 
 
 def run_interruptibly(make: Callable[[], Coroutine[Any, Any, T]]) -> T:
@@ -142,45 +142,14 @@ def _print_outcome(outcome: RunOutcome, as_json: bool) -> None:
     console.print(f"audit:  solver audit {outcome.run_dir}")
 
 
-def _flags(**values: Any) -> dict[str, Any]:
-    return {k.replace("__", "."): v for k, v in values.items()}
-
-
 @click.command("solve")
 @click.argument("problem_path", metavar="PROBLEM", type=click.Path(path_type=Path))
-@click.option("--endpoint", help="Base URL of the model endpoint (…/v1).")
-@click.option("--model", help="Model name to request (default: what the endpoint serves).")
-@click.option("--api", type=click.Choice(["chat", "responses", "anthropic"]), help="Protocol.")
-@click.option(
-    "--candidates",
-    type=int,
-    help=f"Lineages solving in parallel (default {default_of('candidates')}).",
-)
-@click.option(
-    "--concurrency",
-    type=int,
-    help=f"Model calls in flight at once (default {default_of('concurrency')}).",
-)
-@click.option(
-    "--verifications",
-    type=int,
-    help=f"K: passing verifications to accept ({default_of('acceptance.verifications')}).",
-)
-@click.option(
-    "--accept",
-    "accepted_needed",
-    type=int,
-    help=f"A: accepted lineages to stop ({default_of('acceptance.accepted_needed')}).",
-)
-@click.option("--max-calls", type=int, help=MAX_CALLS_HELP)
-@click.option("--max-tokens", "max_total_tokens", type=int, help="Budget: tokens in total.")
-@click.option("--max-wall", type=float, help="Budget: wall-clock seconds.")
+@connection_options(per_run=False)
+@search_options(per_run=False)
 @click.option("--runs-dir", type=click.Path(path_type=Path), help="Where runs go (runs/).")
 @click.option("--run-dir", type=click.Path(path_type=Path), help="Exact directory of this run.")
-@click.option("--config", "config_file", type=click.Path(path_type=Path), help="solver.toml.")
 @click.option("--blind", is_flag=True, help="No evaluation grading even with a reference.")
 @click.option("--seed", type=int, help="Seed for the selector's shuffle.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @reports_errors
 def solve(
     problem_path: Path,
@@ -213,20 +182,19 @@ def solve(
     problem = read.problem
     resolved = resolve_settings(
         config_file=config_file,
-        flags=_flags(
-            endpoint=endpoint,
-            model=model,
-            api=api,
-            candidates=candidates,
-            concurrency=concurrency,
-            acceptance__verifications=verifications,
-            acceptance__accepted_needed=accepted_needed,
-            budget__calls=max_calls,
-            budget__total_tokens=max_total_tokens,
-            budget__wall_clock_s=max_wall,
-            runs_dir=runs_dir,
-            seed=seed,
-        ),
+        flags={
+            **connection_flags(endpoint=endpoint, model=model, api=api, concurrency=concurrency),
+            **search_flags(
+                candidates=candidates,
+                verifications=verifications,
+                accepted_needed=accepted_needed,
+                max_calls=max_calls,
+                max_total_tokens=max_total_tokens,
+                max_wall=max_wall,
+            ),
+            "runs_dir": runs_dir,
+            "seed": seed,
+        },
     )
     evaluation = not blind and bool(problem.reference_solution or problem.grading_guidelines)
     # settings the policy cannot take, then the endpoint: both before the run is written
