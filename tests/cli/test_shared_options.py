@@ -18,7 +18,7 @@ EVAL_RUN = {
     "--accept", "--aggregation", "--api", "--candidates", "--concurrency",
     "--concurrency-problems", "--config", "--endpoint", "--graders", "--json", "--map",
     "--max-calls", "--max-tokens", "--max-wall", "--model", "--out", "--progress-every",
-    "--reconcile", "--runs", "--scale", "--verifications",
+    "--reconcile", "--runs", "--scale", "--shard", "--verifications",
 }  # fmt: skip
 EVAL_CALIBRATE = {
     "--aggregation", "--api", "--comparisons", "--concurrency", "--concurrency-problems",
