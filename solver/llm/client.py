@@ -301,6 +301,8 @@ class ModelClient:
     async def complete(self, request: Request, observer: AttemptObserver) -> Completion:
         """Run ``request`` to a :class:`Completion`, retrying per policy; raises a
         :class:`TransportError` subclass when it gives up."""
+        if request.max_tokens_setting is None:  # the request's max_tokens is the setting
+            request = replace(request, max_tokens_setting=request.max_tokens)
         effective, cap = await self._outgoing(request, observer)
         retrying = _policy.retrying(self.retry, observer.retry_scheduled)
         recapped = False
@@ -321,8 +323,11 @@ class ModelClient:
                         raise
                     recapped = True
                     effective, cap = fixed
-                    # a budget sent stays inside the lower cap, so the answer still fits
-                    effective = with_thinking_budget(effective, request.max_tokens)
+                    # the budget as configured, fitted once more to the lower cap: the answer
+                    # still fits
+                    effective = self._thinking(
+                        replace(effective, thinking_budget=request.thinking_budget)
+                    )
                     exc.retryable = True
                     raise
                 except (HTTPStatusError, StreamProtocolError) as exc:
@@ -342,7 +347,7 @@ class ModelClient:
         fields, fitted to the cap; and the cap (None: not capped)."""
         effective, cap = await self._capped(request, observer)
         effective = one_sampling_knob(self.endpoint.api, effective)
-        return self._thinking(effective, request.max_tokens), cap
+        return self._thinking(effective), cap
 
     async def _capped(
         self, request: Request, observer: AttemptObserver
@@ -379,10 +384,10 @@ class ModelClient:
                 url=self.url,
             )
 
-    def _thinking(self, request: Request, max_tokens: int) -> Request:
-        """The request with its thinking budget in the server's fields, fitted to its cap
-        (``max_tokens``: the role's setting before the cap), or without it where the server
-        does not take them (non-SGLang, no processor flag, refused before)."""
+    def _thinking(self, request: Request) -> Request:
+        """The request with its thinking budget in the server's fields, fitted to its cap,
+        or without it where the server does not take them (non-SGLang, no processor flag,
+        refused before)."""
         if request.thinking_budget is None:
             return request
         blocked = self.thinking_budget_refused or thinking_budget_blocker(
@@ -390,7 +395,7 @@ class ModelClient:
         )
         if blocked is not None:
             return without_thinking_budget(request)
-        return with_thinking_budget(request, max_tokens)
+        return with_thinking_budget(request)
 
     def _refused_budget(self, request: Request, exc: HTTPStatusError | StreamProtocolError) -> bool:
         """Whether ``exc`` is a 400 refusing the thinking-budget fields ``request`` carried;

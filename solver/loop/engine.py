@@ -25,7 +25,6 @@ from solver.llm import (
     Completion,
     Message,
     ModelClient,
-    Request,
     ServerInfo,
     decode_body,
     decode_stream,
@@ -35,6 +34,7 @@ from solver.loop.budget import Reservations, expected_cap
 from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder, tokens_estimate
 from solver.loop.policy import PolicyConfig, RunEnd, decide
+from solver.loop.profiles import CallProfiles
 from solver.loop.recorder import AttemptFailure as AttemptFailure  # re-exported, as RunProgress
 from solver.loop.recorder import CallObserver, journal_usage
 from solver.loop.recorder import Recorder as Recorder
@@ -56,11 +56,11 @@ from solver.wire import (
     ContextLengthExceeded,
     EndpointUnreachable,
     HTTPStatusError,
+    Request,
     Role,
     StreamProtocolError,
     TransportError,
     UnsupportedRequest,
-    fitted_budget,
 )
 
 
@@ -84,7 +84,7 @@ class Engine:
         policy: PolicyConfig,
         model: str,
         api: str,
-        sampling: Callable[[str], dict[str, Any]],
+        profiles: CallProfiles,
         concurrency: int,
         progress: RunProgress,
         elapsed: Callable[[], float],
@@ -92,7 +92,6 @@ class Engine:
         routes: Mapping[str, Route] | None = None,
         capacity: SharedCapacity | None = None,
         label: str = "",
-        floor: Callable[[str], int] | None = None,
         reserve_full: bool = False,
         tools: ToolBox | None = None,
     ) -> None:
@@ -102,10 +101,6 @@ class Engine:
         # The tools each role's calls are offered (none: no call is offered any)
         self.tools = tools or ToolBox(role_tools={}, max_calls={})
         self.capacity = capacity  # shared with the other runs of an evaluation
-        # The fewest output tokens a new solve call of a role may be given under the token
-        # budget (``roles.<role>.min_tokens``): below it the call waits for tokens promised
-        # to calls in flight, or, with none in flight, the budget has ended.
-        self.floor = floor or (lambda role: 1)
         self.label = label
         self.endpoint_wait_s = endpoint_wait_s
         self.routes = dict(routes or {})
@@ -117,7 +112,10 @@ class Engine:
         self.policy = policy
         self.model = model
         self.api = api
-        self.sampling = sampling
+        # Each role's calls: their max_tokens, sampling, thinking budget and floor (the fewest
+        # output tokens a new solve call may be given under the token budget: below it the
+        # call waits for tokens promised to calls in flight, or, with none, the budget ended).
+        self.profiles = profiles
         self.concurrency = concurrency
         self.progress = progress
         self.elapsed = elapsed
@@ -201,7 +199,7 @@ class Engine:
             if self.policy.total_tokens is not None and planned.phase == "solve":
                 estimate = self.contexts.input_estimate(_provisional(planned))
             cap = self._token_cap(planned.phase, planned.role, estimate, len(solving))
-            floor = self.floor(planned.role)
+            floor = self.profiles[planned.role].min_tokens
             if cap is not None and cap < floor:
                 if self._reserved.promised:
                     break  # the budget left is promised to calls in flight; wait
@@ -244,7 +242,7 @@ class Engine:
                     for c in self.state.calls.values()
                     if c.role == role and c.status == "completed"
                 ),
-                int(self.sampling(role)["max_tokens"]),
+                self.profiles[role].max_tokens,
                 share,
             )
         cap = self._reserved.cap(self.state.tokens_total, estimate, wanted)
@@ -330,7 +328,7 @@ class Engine:
         else:
             api, streamed = call.attempt_streams.get(attempt, ("chat", True))
         # decoded with the request's reasoning setting, as live: the same completion
-        reasoning = self.sampling(call.role).get("reasoning")
+        reasoning = self.profiles[call.role].reasoning
         events = (
             decode_stream(cast(Api, api), [raw], reasoning=reasoning)
             if streamed
@@ -395,7 +393,7 @@ class Engine:
         if call_id in self.tasks:
             return
         call = self.state.calls[call_id]
-        max_tokens = int(self.sampling(call.role)["max_tokens"])
+        max_tokens = self.profiles[call.role].max_tokens
         if cap is None and self.policy.total_tokens is not None and call.phase == "solve":
             # A call issued again on resume is already planned: it must run, so it is capped
             # by the budget left alone (at least one token), not deferred.
@@ -449,20 +447,13 @@ class Engine:
                 )
             )
         route = self.routes.get(call.role) or Route(self.client, self.model, self.api)
-        sampling = self.sampling(call.role)
-        budget = sampling["thinking_budget"]
-        if budget is not None:
-            # the token budget may have capped this call: its answer keeps its room under the
-            # cap, as under a cap of the served context (the client's)
-            budget = fitted_budget(int(budget), max_tokens, int(sampling["max_tokens"]))
         specs = self.tools.specs(call.role)
         limit = self.tools.limit(call.role)
-        request = Request(
-            model=route.model,
-            messages=tuple(Message.text(cast(Role, role), text) for role, text in built.messages),
-            **{**sampling, "max_tokens": max_tokens, "thinking_budget": budget},
-            # the same floor bounds the cap a short served context would set (the client's)
-            min_tokens=self.floor(call.role),
+        # the thinking budget as configured: the client fits it to the call's final cap
+        request = self.profiles[call.role].request(
+            route.model,
+            tuple(Message.text(cast(Role, role), text) for role, text in built.messages),
+            max_tokens,
             tools=specs,
         )
         # A call with tools is an exchange of turns; a resumed one goes on from the journal.

@@ -10,7 +10,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from solver import roles
 from solver._util.masking import mask_argv, mask_url
@@ -33,6 +33,7 @@ from solver.loop.engine import (
     wait_for_endpoint,
 )
 from solver.loop.finish import write_finish
+from solver.loop.profiles import CallProfile
 from solver.loop.state import RunState
 from solver.problems import Problem
 from solver.records import (
@@ -63,29 +64,22 @@ class RunOutcome:
     already_finished: bool = False  # resume found the run finished: nothing was done
 
 
-def floor_for(settings: Settings) -> Callable[[str], int]:
-    """A role's ``min_tokens``, never above its ``max_tokens``."""
+def call_profiles(settings: Settings) -> dict[str, CallProfile]:
+    """Each policy key's profile from its ``roles.<name>`` settings (``settings_role``); its
+    floor is the role's ``min_tokens``, never above its ``max_tokens``."""
 
-    def floor(role: str) -> int:
-        chosen = settings.role(settings_role(role))
-        return min(chosen.min_tokens, chosen.max_tokens)
+    def profile(name: str) -> CallProfile:
+        chosen = settings.role(name)
+        return CallProfile(
+            max_tokens=chosen.max_tokens,
+            min_tokens=min(chosen.min_tokens, chosen.max_tokens),
+            temperature=chosen.temperature,
+            top_p=chosen.top_p,
+            reasoning=chosen.reasoning,
+            thinking_budget=chosen.thinking_budget,
+        )
 
-    return floor
-
-
-def sampling_for(settings: Settings, seed: int | None) -> Callable[[str], dict[str, Any]]:
-    def sampling(role: str) -> dict[str, Any]:
-        chosen = settings.role(settings_role(role))
-        return {
-            "max_tokens": chosen.max_tokens,
-            "temperature": chosen.temperature,
-            "top_p": chosen.top_p,
-            "reasoning": chosen.reasoning,
-            "seed": seed,
-            "thinking_budget": chosen.thinking_budget,
-        }
-
-    return sampling
+    return {key: profile(settings_role(key)) for key in roles.POLICY_KEYS}
 
 
 ProgressFactory = Callable[[RunState, Callable[[], float]], RunProgress]
@@ -245,8 +239,7 @@ class _Session:
             ),
             model=model,
             api=plan.endpoint.api,
-            sampling=sampling_for(settings, None),
-            floor=floor_for(settings),
+            profiles=call_profiles(settings),
             reserve_full=settings.budget.reserve == "max_tokens",
             # Within an evaluation the run may use any slot the others leave free.
             concurrency=plan.capacity.slots if plan.capacity is not None else settings.concurrency,

@@ -104,6 +104,9 @@ class Request:
     (:class:`~solver.wire.errors.ContextBelowFloor`). It is the client's own bound, never
     sent nor recorded (:func:`~solver.wire.codec.request_params` leaves it out); 1 lets any
     cap of at least one token start the call (a prompt that fills the context leaves none).
+    ``max_tokens_setting`` is the role's ``max_tokens`` before any cap (None: ``max_tokens``
+    is the setting): the thinking budget keeps the answer the room that setting left under
+    whatever cap the call ends with. Like ``min_tokens`` it is never sent nor recorded.
     """
 
     model: str
@@ -120,6 +123,7 @@ class Request:
     extra: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
     thinking_budget: int | None = None
     min_tokens: int = 1
+    max_tokens_setting: int | None = None
 
 
 # ---------------------------------------------------------------- stream side

@@ -129,14 +129,16 @@ def fitted_budget(budget: int, cap: int, max_tokens: int | None = None) -> int:
     return max(min(budget, max(cap - room, cap // 2)), 1)
 
 
-def with_thinking_budget(request: Request, max_tokens: int | None = None) -> Request:
+def with_thinking_budget(request: Request) -> Request:
     """``request`` with its budget in SGLang's Chat fields (in ``extra``, so they are
     recorded with the request and re-produced from the record), fitted to its
-    ``max_tokens`` (the call's cap; ``max_tokens`` here is the role's setting before any cap):
-    a call capped to what the context leaves still ends with an answer."""
+    ``max_tokens`` (the call's cap) against its ``max_tokens_setting`` (the role's setting
+    before any cap): a call capped by the token budget or to what the context leaves still
+    ends with an answer. The one place a budget is fitted; the client calls it on the
+    budget as configured."""
     if request.thinking_budget is None:
         return request
-    budget = fitted_budget(request.thinking_budget, request.max_tokens, max_tokens)
+    budget = fitted_budget(request.thinking_budget, request.max_tokens, request.max_tokens_setting)
     fields = budget_fields(request.model, budget)
     kept = tuple((k, v) for k, v in request.extra if k not in fields)
     return replace(request, thinking_budget=budget, extra=kept + tuple(fields.items()))
