@@ -23,9 +23,10 @@ import random
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ from solver.llm import (
 )
 from solver.loop.capacity import SharedCapacity
 from solver.loop.state import RunState, findings_of, verification_calls
+from solver.loop.tools import ToolBox, ToolOutcome
 from solver.problems import load_problem
 from solver.roles.verifier import CHECK as VERIFIER_CHECK
 from solver.run import Seams, read_state, start_run
@@ -263,6 +265,49 @@ DSM_STRICT = Policy(
 )
 POLICIES = (*POLICIES, DSM_STRICT)
 
+# Issue 43 point 6: the python tool for the verifier (and for the checker when the run has
+# one), the sandbox really running each check (docs/bench-policy.md, "The python tool").
+TOOL = {"roles.verifier.tools": ["python"]}
+POLICIES = (
+    *POLICIES,
+    Policy("tool", "defaults + roles.verifier.tools = [python]", TOOL),
+    Policy(
+        "tool+chk",
+        "checker + roles.verifier.tools and roles.checker.tools = [python]",
+        {**TOOL, CHECKER_FLAG: True, "roles.checker.tools": ["python"]},
+    ),
+)
+
+
+@dataclass(frozen=True)
+class LabTools(ToolBox):
+    """The run's tools on the lab's virtual clock: the clock holds while the sandbox really
+    runs the code (its real seconds are not virtual time), then ``seconds`` of virtual time
+    pass for the calling role, off the GPU."""
+
+    gpu: VirtualGpu | None = None
+    seconds: float = 0.0
+
+    async def run(self, name: str, arguments: str, allowed: tuple[str, ...]) -> ToolOutcome:
+        assert self.gpu is not None
+        self.gpu.busy += 1
+        try:
+            outcome = await super().run(name, arguments, allowed)
+        finally:
+            self.gpu.busy -= 1
+        await self.gpu.wait(self.seconds)
+        return outcome
+
+
+def lab_tools(gpu: VirtualGpu, seconds: float) -> Callable[[ToolBox], ToolBox]:
+    """The ``Seams.tools`` of a lab session."""
+
+    def wrap(box: ToolBox) -> ToolBox:
+        kept = {f.name: getattr(box, f.name) for f in fields(ToolBox)}
+        return LabTools(**kept, gpu=gpu, seconds=seconds)
+
+    return wrap
+
 
 @dataclass
 class Session:
@@ -299,6 +344,12 @@ class Session:
     peak_in_flight: int = 0
     # virtual seconds with n calls on the GPU (running or waiting for a slot), keyed by n
     occupancy: dict[str, float] = field(default_factory=dict)
+    # the python tool: checks the simulated verifiers wrote, those that printed a refutation,
+    # the tool calls the journal holds, and the seconds the audit took (it re-runs them)
+    checks: int = 0
+    checks_refuting: int = 0
+    tool_runs: int = 0
+    audit_s: float = 0.0
 
     @property
     def checker_decode(self) -> int:
@@ -513,7 +564,12 @@ def run_session(
             )
 
         run_dir = solve_in_lab(
-            path, resolved, client, gpu, ["lab", policy.name, params.name, str(seed)]
+            path,
+            resolved,
+            client,
+            gpu,
+            ["lab", policy.name, params.name, str(seed)],
+            roles.tool_seconds,
         )
     session = summarise(run_dir, policy, params, lab, gpu, seed, audit)
     shutil.rmtree(run_dir)  # hundreds of runs would fill the scratch space
@@ -562,7 +618,7 @@ def run_set(
             make_progress=_Quiet,
             on_created=lambda _: None,
             capacity=capacity,
-            seams=Seams(client=client, clock=gpu.clock),
+            seams=Seams(client=client, clock=gpu.clock, tools=lab_tools(gpu, roles.tool_seconds)),
         )
         return Path(outcome.run_dir)
 
@@ -583,6 +639,7 @@ def solve_in_lab(
     client: Callable[..., ModelClient],
     gpu: VirtualGpu,
     argv: list[str],
+    tool_seconds: float = RoleParams().tool_seconds,
 ) -> Path:
     """One run of the real loop on the lab's virtual clock, with no progress shown: its
     directory."""
@@ -595,7 +652,7 @@ def solve_in_lab(
             argv=argv,
             make_progress=_Quiet,
             on_created=lambda _: None,
-            seams=Seams(client=client, clock=gpu.clock),
+            seams=Seams(client=client, clock=gpu.clock, tools=lab_tools(gpu, tool_seconds)),
         )
     )
     return Path(outcome.run_dir)
@@ -670,8 +727,11 @@ def summarise(
             fate = fates.get(call.lineage or "", "none") if call is not None else "none"
             decode_by_fate[fate] = decode_by_fate.get(fate, 0) + used
     ok = None
+    audit_s = 0.0
     if audit:
+        started = time.perf_counter()
         report = audit_run(run_dir)
+        audit_s = time.perf_counter() - started
         ok = report.ok and {"isolation", "prompts", "network"} <= {c.name for c in report.checks}
     reason = _phase_reason(run_dir)
     return Session(
@@ -703,6 +763,10 @@ def summarise(
         decode_by_fate=decode_by_fate,
         peak_in_flight=gpu.peak,
         occupancy={str(n): t for n, t in sorted(gpu.occupancy.items())},
+        checks=lab.checks_written,
+        checks_refuting=lab.checks_refuting,
+        tool_runs=state.tool_calls,
+        audit_s=audit_s,
     )
 
 
@@ -1271,6 +1335,11 @@ SWEEP: dict[str, tuple[str, tuple[float, float]]] = {
     "variant_correlation": ("roles", (0.0, 0.5)),
     # a flawed fresh proof's second flaw (docs/bench-policy.md, "Parameters"; not measured)
     "second_flaw": ("roles", (0.15, 0.55)),
+    # the python tool: the share of missed flaws a check refutes on a problem with a computable
+    # claim, and how often a verifier offered the tool writes one (docs/bench-policy.md, "The
+    # python tool"); no other policy than those with tools moves with them
+    "tool_refute": ("roles", (0.1, 0.6)),
+    "tool_check": ("roles", (0.25, 1.0)),
 }
 
 
@@ -1287,6 +1356,9 @@ WHAT_IF = {
     "slots": "gpu",
     # a grade off by one either way (measured by --calibration from the graders' grades)
     "grader_noise": "roles",
+    # the python tool's share on a structural proof and its virtual seconds a run
+    "tool_structural": "roles",
+    "tool_seconds": "roles",
 }
 
 

@@ -35,6 +35,7 @@ from solver.loop.engine import (
 from solver.loop.finish import write_finish
 from solver.loop.profiles import CallProfile
 from solver.loop.state import RunState
+from solver.loop.tools import ToolBox
 from solver.problems import Problem
 from solver.records import (
     EndpointProbed,
@@ -102,12 +103,19 @@ ClientFactory = Callable[
 
 
 ClockFactory = Callable[[float], Callable[[], float]]
+# The policy lab holds its virtual clock while a tool runs and charges the run's virtual time.
+ToolsFactory = Callable[[ToolBox], ToolBox]
+
+
+def _same_tools(box: ToolBox) -> ToolBox:
+    return box
 
 
 @dataclass(frozen=True)
 class Seams:
     client: ClientFactory = _http_client
     clock: ClockFactory = monotonic_elapsed
+    tools: ToolsFactory = _same_tools
 
 
 @dataclass(frozen=True)
@@ -249,7 +257,7 @@ class _Session:
             elapsed=self.elapsed,
             endpoint_wait_s=settings.retry.endpoint_wait_s,
             routes=routes,
-            tools=toolbox_for(settings),
+            tools=plan.seams.tools(toolbox_for(settings)),
         )
 
 

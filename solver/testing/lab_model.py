@@ -153,6 +153,23 @@ class RoleParams:
     # source counts flaws per proof, so it is swept over 0.15 to 0.55 (docs/bench-policy.md,
     # "Parameters").
     second_flaw: float = 0.35
+    # The python tool (docs/bench-policy.md, "The python tool"). A verifier offered the tool
+    # writes one check with ``tool_check`` (range 0.25 to 1, swept; no source counts how often
+    # a verifier of this family writes one). The check refutes a flaw the verifier's reading
+    # missed with ``tool_refute`` on a problem whose claim is computable (it asks for a short
+    # answer: an extremal value, a final number; DSM-V2's P6 4048 falls to a brute force at
+    # n = 4), and with ``tool_refute * tool_structural`` on a pure structural proof. The share
+    # is a property of the flaw (one draw per flaw), swept over 0.1 to 0.6 from the P6 case
+    # and the IMO 2026 archives.
+    tool_check: float = 0.6
+    tool_refute: float = 0.3
+    tool_structural: float = 0.25
+    # A tool turn's cost: the check's reasoning and code (a (median, sigma) log-normal of
+    # completion tokens), the result read back (its stdout, a few dozen tokens, at prefill),
+    # the conversation re-sent with its prefix cached, and the sandbox's seconds of wall time
+    # (bench/sandbox.py: 48 ms start-up; 0.05 to 30 s with a real brute force).
+    tool_code_tokens: tuple[int, float] = (1_500, 0.6)
+    tool_seconds: float = 2.0
     lengths: dict[str, tuple[int, float]] = field(
         default_factory=lambda: {
             "generator": (30_000, 0.6),
@@ -204,6 +221,8 @@ RIGHT_ANSWER = "7"  # the lab's short answers are numbers, so answer_key tells t
 _WRONG_ANSWERS = ("8", "9", "10")
 
 _TAG = re.compile(r"LAB-PROOF ([0-9a-f]{12})")
+_CHECK = re.compile(r"LAB-CHECK ([0-9a-f]{16})")
+_REFUTED = re.compile(r"^REFUTED ([0-9A-Za-z]+)$", re.MULTILINE)
 _STEP = "Step {key}: the argument at this point is written out."
 
 
@@ -265,6 +284,11 @@ class LabModel:
         self.log: list[tuple[str, str, int]] = []  # (role, body digest, occurrence) in order
         self.verifier_views: set[str] = set()  # the verifier prompts of the run's family seen
         self._lock = threading.Lock()  # FakeEndpoint answers from its server threads
+        # a verifier's report held while its check runs: (report, completion tokens), by the
+        # check's tag, which the next request of the same call carries back
+        self._pending: dict[str, tuple[str, int]] = {}
+        self.checks_written = 0
+        self.checks_refuting = 0
 
     # ------------------------------------------------------------ plumbing
 
@@ -300,6 +324,8 @@ class LabModel:
 
     def __call__(self, request: RecordedRequest, family: str = "own") -> Reply:
         role = lab_role(request)
+        if request.tool_results:
+            return self._after_check(request)
         # another family's draws are its own, and counted apart ("verifier@other")
         draws = self._draws(role if family == "own" else f"{role}@{family}", _draw_key(request))
         answer = {
@@ -333,11 +359,108 @@ class LabModel:
             completion, finish = limit, "length"
             text = text[: max(len(text) // 3, 1)]  # cut mid-answer: no closing sections
         reasoning = "Thinking about the problem."
+        if role == "verifier" and finish == "stop" and self._offered(request):
+            check = self._check(request, draws.branch(b"tool"), text, completion)
+            if check is not None:
+                return check
         return Reply(
             text=text,
             reasoning=reasoning,
             finish_reason=finish,
             usage=(self.prompt_tokens(request), completion),
+            chunk_chars=4096,
+        )
+
+    # ------------------------------------------------------------ the python tool
+
+    @staticmethod
+    def _offered(request: RecordedRequest) -> bool:
+        return "python" in request.offered_tools and request.tool_choice != "none"
+
+    def refutable(self, flaw: Flaw) -> bool:
+        """Whether a computation can refute ``flaw``: one draw per flaw (its own stream, so
+        the session's other draws stay as they were), with ``tool_refute`` on a problem whose
+        claim is computable and ``tool_refute * tool_structural`` on a structural one."""
+        share = self.roles.tool_refute
+        if not self.problem.asks_answer:
+            share *= self.roles.tool_structural
+        draws = _Draws(f"{self.seed}|{self.problem.name}|refute|{flaw.key}".encode())
+        return draws.chance(share)
+
+    def _check(
+        self, request: RecordedRequest, draws: _Draws, report: str, completion: int
+    ) -> Reply | None:
+        """With ``tool_check``, the verifier writes a check before it answers: a real,
+        deterministic program that prints ``REFUTED <step>`` for each flaw of the proof its
+        reading missed and a computation refutes, else ``CONSISTENT``. Its report waits for
+        the result (``_after_check``)."""
+        found = self.proofs_in(request.user_text)
+        if not found or not draws.chance(self.roles.tool_check):
+            return None
+        refuted = [
+            flaw.key
+            for flaw in found[0].flaws
+            if _STEP.format(key=flaw.key) not in report and self.refutable(flaw)
+        ]
+        tag = hashlib.sha256(draws.hex().encode() + request.body).hexdigest()[:16]
+        code = (
+            f"# LAB-CHECK {tag}\n"
+            "# the claim tested at small cases, as the simulated verifier wrote the test\n"
+            f"refuted = {refuted!r}\n"
+            'print("\\n".join(f"REFUTED {step}" for step in refuted) or "CONSISTENT")\n'
+        )
+        with self._lock:
+            self._pending[tag] = (report, completion)
+            self.checks_written += 1
+            self.checks_refuting += bool(refuted)
+        median, sigma = self.roles.tool_code_tokens
+        return Reply(
+            text="I will test the claim on small cases first.",
+            reasoning="Thinking about a check.",
+            tool_calls=[(f"call_{tag}", "python", json.dumps({"code": code}))],
+            finish_reason="tool_calls",
+            usage=(self.prompt_tokens(request), draws.lognormal(median, sigma)),
+            chunk_chars=4096,
+        )
+
+    def _after_check(self, request: RecordedRequest) -> Reply:
+        """The verifier reads its check's result: each step the program refuted becomes a
+        finding (with the flaw's severity) on top of the report it had drawn. The prompt is
+        the conversation re-sent, its prefix cached."""
+        tags = _CHECK.findall(request.body.decode("utf-8", "replace"))
+        with self._lock:
+            held = self._pending.get(tags[-1]) if tags else None
+        if held is None:
+            return Reply(text="No answer.", usage=(self.prompt_tokens(request), 16))
+        report, completion = held
+        try:
+            stdout = str(json.loads(request.tool_results[-1]).get("stdout", ""))
+        except (ValueError, AttributeError):
+            stdout = ""
+        found = self.proofs_in(request.user_text)
+        severity = {f.key: f.severity for f in found[0].flaws} if found else {}
+        refuted = [key for key in _REFUTED.findall(stdout) if key in severity]
+        text = report
+        if refuted and "```json" in report:
+            head, block = report.split("```json\n", 1)
+            payload = json.loads(block.split("\n```", 1)[0])
+            for key in refuted:
+                payload["findings"].append(
+                    {
+                        "id": f"F{len(payload['findings']) + 1}",
+                        "location": _STEP.format(key=key),
+                        "severity": severity[key],
+                        "explanation": f"A computation at small cases contradicts step {key}.",
+                    }
+                )
+            payload["verdict"] = "fail"
+            text = f"{head}```json\n{json.dumps(payload)}\n```"
+        prompt = self.prompt_tokens(request)
+        return Reply(
+            text=text,
+            reasoning="Reading the result.",
+            usage=(prompt, completion),
+            cached_tokens=max(prompt - 64, 0),
             chunk_chars=4096,
         )
 
@@ -682,9 +805,12 @@ def _draw_key(request: RecordedRequest) -> bytes:
     """What a call's draws hang off: its body, less the fields of a thinking budget, so a
     budgeted call draws as the same call without one (common random numbers: a budget that
     is never reached changes nothing, and one that is changes only what it cuts)."""
-    if not any(name in request.json for name in BUDGET_FIELDS):
+    # and less the tools it offers, so a verifier offered the tool draws its reading as the
+    # same call without it (the check is a draw of its own)
+    dropped = (*BUDGET_FIELDS, "tools", "tool_choice")
+    if not any(name in request.json for name in dropped):
         return request.body
-    kept = {k: v for k, v in request.json.items() if k not in BUDGET_FIELDS}
+    kept = {k: v for k, v in request.json.items() if k not in dropped}
     # the client's encoding (orjson, keys sorted), so the key is the unbudgeted body's bytes
     return orjson.dumps(kept, option=orjson.OPT_SORT_KEYS)
 

@@ -71,6 +71,8 @@ class VirtualGpu:
     # virtual seconds spent with n calls on the GPU (running or waiting for a slot), n >= 1
     occupancy: dict[int, float] = field(default_factory=dict)
     _jobs: dict[int, _Job] = field(default_factory=dict)
+    # waits off the GPU (a tool's run): (the virtual time it ends, its future), by key
+    _timers: dict[int, tuple[float, asyncio.Future[None]]] = field(default_factory=dict)
     _by_request: dict[int, _Job] = field(default_factory=dict)
     _next: int = 0
     _changes: int = 0
@@ -118,6 +120,20 @@ class VirtualGpu:
         self.prefill_tokens += prompt
         self.decode_tokens += completion
 
+    async def wait(self, seconds: float) -> None:
+        """Let ``seconds`` of virtual time pass for one caller, off the GPU (a tool running
+        in the sandbox): the calls on the GPU progress meanwhile as they would without it."""
+        self._next += 1
+        key = self._next
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._timers[key] = (self.now + max(seconds, 0.0), done)
+        self._changes += 1
+        self._kick()
+        try:
+            await done
+        finally:
+            self._timers.pop(key, None)
+
     def _cut(self, job: _Job) -> Usage:
         """A call cancelled while on the GPU spent its prompt and what it decoded so far; one
         cancelled in the queue spent nothing."""
@@ -141,7 +157,7 @@ class VirtualGpu:
 
     async def _tick(self) -> None:
         loop = asyncio.get_running_loop()
-        while self._jobs:
+        while self._jobs or self._timers:
             seen = -1
             while seen != self._changes or self.busy or _runnable(loop):
                 seen = self._changes
@@ -149,7 +165,7 @@ class VirtualGpu:
                     await asyncio.sleep(0.002)  # an HTTP call is being answered
                 for _ in range(_SETTLE_TURNS):
                     await asyncio.sleep(0)
-                if not self._jobs:
+                if not self._jobs and not self._timers:
                     return
             self._advance()
 
@@ -165,6 +181,13 @@ class VirtualGpu:
 
     def _advance(self) -> None:
         live = self._running()  # _jobs keeps arrival order; a queued call does no work
+        if self._timers:
+            key, (at, done) = min(self._timers.items(), key=lambda kv: (kv[1][0], kv[0]))
+            if not live or at - self.now < min(j.work for j in live) * self.model.slowdown(
+                len(live)
+            ):
+                self._ring(key, at, done, live)
+                return
         if not live:
             return
         slow = self.model.slowdown(len(live))
@@ -179,3 +202,19 @@ class VirtualGpu:
         self._promote()
         self._changes += 1
         first.done.set_result(None)
+
+    def _ring(self, key: int, at: float, done: asyncio.Future[None], live: list[_Job]) -> None:
+        """A wait ends before any call on the GPU does: the clock moves to its end, and the
+        calls on the GPU progress by that much."""
+        step = max(at - self.now, 0.0)
+        if live:
+            slow = self.model.slowdown(len(live))
+            held = len(self._jobs)
+            self.occupancy[held] = self.occupancy.get(held, 0.0) + step
+            for job in live:
+                job.work -= step / slow
+        self.now += step
+        del self._timers[key]
+        self._changes += 1
+        if not done.done():
+            done.set_result(None)

@@ -85,3 +85,26 @@ def test_a_call_cancelled_in_the_queue_spent_nothing_and_frees_no_time() -> None
     assert running_end == pytest.approx(ALONE)  # the queued call took no share of the GPU
     assert started.input_tokens == PROMPT and started.output_tokens == 0
     assert gpu.decode_tokens == 2 * COMPLETION
+
+
+def test_a_wait_off_the_gpu_passes_virtual_time_without_slowing_the_calls_on_it() -> None:
+    """A tool's run: its seconds pass for its caller while a call on the GPU keeps its pace."""
+    gpu = VirtualGpu(model=GpuModel(saturation=4.0))
+    ended: dict[str, float] = {}
+
+    async def call() -> None:
+        await gpu.hold_tokens(1, PROMPT, COMPLETION)
+        ended["call"] = gpu.now
+
+    async def tool() -> None:
+        await gpu.wait(0.5)
+        ended["tool"] = gpu.now
+        await gpu.wait(10.0)
+        ended["later"] = gpu.now
+
+    async def both() -> None:
+        await asyncio.gather(call(), tool())
+
+    asyncio.run(both())
+    assert ended == pytest.approx({"tool": 0.5, "call": ALONE, "later": 10.5})
+    assert gpu.peak == 1 and gpu.decode_tokens == COMPLETION
