@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, cast
 
 from solver._util.terminal import one_line
@@ -34,13 +34,14 @@ from solver.loop.budget import Reservations, expected_cap
 from solver.loop.capacity import SharedCapacity
 from solver.loop.contexts import ContextBuilder, tokens_estimate
 from solver.loop.policy import PolicyConfig, RunEnd, decide
-from solver.loop.profiles import CallProfiles
+from solver.loop.profiles import CallTable
+from solver.loop.profiles import Route as Route  # re-exported: callers import it here
 from solver.loop.recorder import AttemptFailure as AttemptFailure  # re-exported, as RunProgress
 from solver.loop.recorder import CallObserver, journal_usage
 from solver.loop.recorder import Recorder as Recorder
 from solver.loop.recorder import RunProgress as RunProgress  # re-exported: callers import it here
 from solver.loop.state import CallState
-from solver.loop.tools import ToolBox, execution_bytes, refused, tool_turn, turn_messages
+from solver.loop.tools import execution_bytes, refused, tool_turn, turn_messages
 from solver.records import (
     CallCancelled,
     CallCompleted,
@@ -64,16 +65,6 @@ from solver.wire import (
 )
 
 
-@dataclass(frozen=True)
-class Route:
-    """Where the calls of one role go when it has an endpoint of its own (graders of another
-    model family): that endpoint's client, the model to ask it for, its protocol."""
-
-    client: ModelClient
-    model: str
-    api: str
-
-
 class Engine:
     def __init__(
         self,
@@ -84,26 +75,24 @@ class Engine:
         policy: PolicyConfig,
         model: str,
         api: str,
-        profiles: CallProfiles,
+        calls: CallTable,
         concurrency: int,
         progress: RunProgress,
         elapsed: Callable[[], float],
         endpoint_wait_s: float = 600.0,
-        routes: Mapping[str, Route] | None = None,
         capacity: SharedCapacity | None = None,
         label: str = "",
         reserve_full: bool = False,
-        tools: ToolBox | None = None,
     ) -> None:
         # True: a solve call holds its role's full max_tokens of the budget, and no more than
         # its lineage's share of what is left (``budget.reserve = "max_tokens"``).
         self.reserve_full = reserve_full
         # The tools each role's calls are offered (none: no call is offered any)
-        self.tools = tools or ToolBox(role_tools={}, max_calls={})
+        self.tools = calls.tools
         self.capacity = capacity  # shared with the other runs of an evaluation
         self.label = label
         self.endpoint_wait_s = endpoint_wait_s
-        self.routes = dict(routes or {})
+        self.routes = calls.routes
         self._endpoint_back: asyncio.Lock = asyncio.Lock()
         self.recorder = recorder
         self.state = recorder.state
@@ -115,7 +104,7 @@ class Engine:
         # Each role's calls: their max_tokens, sampling, thinking budget and floor (the fewest
         # output tokens a new solve call may be given under the token budget: below it the
         # call waits for tokens promised to calls in flight, or, with none, the budget ended).
-        self.profiles = profiles
+        self.profiles = calls.profiles
         self.concurrency = concurrency
         self.progress = progress
         self.elapsed = elapsed

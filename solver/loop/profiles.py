@@ -11,9 +11,14 @@ the request it makes of a profile carries the budget as configured and the role'
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from solver.loop.tools import ToolBox
 from solver.wire import Message, Request, ToolSpec
+
+if TYPE_CHECKING:  # a route holds a client; the table itself needs none to be built or read
+    from solver.llm import ModelClient
 
 
 @dataclass(frozen=True)
@@ -54,3 +59,28 @@ class CallProfile:
 
 # Policy key (``generator``, ``verifier:check``, ``grader:evaluation``, ...) -> its profile.
 CallProfiles = Mapping[str, CallProfile]
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the calls of one role go when it has an endpoint of its own (graders of another
+    model family): that endpoint's client, the model to ask it for, its protocol."""
+
+    client: ModelClient
+    model: str
+    api: str
+
+
+def _no_tools() -> ToolBox:
+    return ToolBox(role_tools={}, max_calls={})
+
+
+@dataclass(frozen=True)
+class CallTable:
+    """Everything about how each role's calls are made, the one table the engine takes: the
+    profiles (policy key -> profile), the roles with an endpoint of their own (policy key ->
+    route; the others go to the run's endpoint) and the tools each role is offered."""
+
+    profiles: CallProfiles
+    routes: Mapping[str, Route] = field(default_factory=dict)
+    tools: ToolBox = field(default_factory=_no_tools)

@@ -33,7 +33,7 @@ from solver.loop.engine import (
     wait_for_endpoint,
 )
 from solver.loop.finish import write_finish
-from solver.loop.profiles import CallProfile
+from solver.loop.profiles import CallProfile, CallTable
 from solver.loop.state import RunState
 from solver.loop.tools import ToolBox
 from solver.problems import Problem
@@ -247,7 +247,9 @@ class _Session:
             ),
             model=model,
             api=plan.endpoint.api,
-            profiles=call_profiles(settings),
+            calls=CallTable(
+                call_profiles(settings), dict(routes), plan.seams.tools(toolbox_for(settings))
+            ),
             reserve_full=settings.budget.reserve == "max_tokens",
             # Within an evaluation the run may use any slot the others leave free.
             concurrency=plan.capacity.slots if plan.capacity is not None else settings.concurrency,
@@ -256,8 +258,6 @@ class _Session:
             progress=plan.make_progress(recorder.state, self.elapsed),
             elapsed=self.elapsed,
             endpoint_wait_s=settings.retry.endpoint_wait_s,
-            routes=routes,
-            tools=plan.seams.tools(toolbox_for(settings)),
         )
 
 
