@@ -1,5 +1,10 @@
 """The policy's configuration from a run's settings: what a session drives the loop with and
-what the report and the progress line replay it with. Pure (no model client)."""
+what the report and the progress line replay it with. Pure (no model client).
+
+The copy is written out key by key so mypy checks each field's type; tests/run/
+test_policy_settings.py ties it to the settings: every key of ``acceptance``, ``grading`` and
+``budget`` is a PolicyConfig field of its name and type, or one of the derivations it names,
+and each same-named key set to another value reaches the policy."""
 
 from __future__ import annotations
 
