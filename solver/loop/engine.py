@@ -70,11 +70,8 @@ class Engine:
         self,
         *,
         recorder: Recorder,
-        client: ModelClient,
         contexts: ContextBuilder,
         policy: PolicyConfig,
-        model: str,
-        api: str,
         calls: CallTable,
         concurrency: int,
         progress: RunProgress,
@@ -92,15 +89,12 @@ class Engine:
         self.capacity = capacity  # shared with the other runs of an evaluation
         self.label = label
         self.endpoint_wait_s = endpoint_wait_s
-        self.routes = calls.routes
+        self.calls = calls
         self._endpoint_back: asyncio.Lock = asyncio.Lock()
         self.recorder = recorder
         self.state = recorder.state
-        self.client = client
         self.contexts = contexts
         self.policy = policy
-        self.model = model
-        self.api = api
         # Each role's calls: their max_tokens, sampling, thinking budget and floor (the fewest
         # output tokens a new solve call may be given under the token budget: below it the
         # call waits for tokens promised to calls in flight, or, with none, the budget ended).
@@ -435,7 +429,7 @@ class Engine:
                     messages=self.recorder.blob(built.messages_json),
                 )
             )
-        route = self.routes.get(call.role) or Route(self.client, self.model, self.api)
+        route = self.calls.route(call.role)
         specs = self.tools.specs(call.role)
         limit = self.tools.limit(call.role)
         # the thinking budget as configured: the client fits it to the call's final cap

@@ -78,9 +78,14 @@ def _no_tools() -> ToolBox:
 @dataclass(frozen=True)
 class CallTable:
     """Everything about how each role's calls are made, the one table the engine takes: the
-    profiles (policy key -> profile), the roles with an endpoint of their own (policy key ->
-    route; the others go to the run's endpoint) and the tools each role is offered."""
+    run's endpoint, the profiles (policy key -> profile), the roles with an endpoint of their
+    own (policy key -> route; the others go to the run's) and the tools each role is offered."""
 
+    endpoint: Route
     profiles: CallProfiles
     routes: Mapping[str, Route] = field(default_factory=dict)
     tools: ToolBox = field(default_factory=_no_tools)
+
+    def route(self, role: str) -> Route:
+        """Where a call of policy key ``role`` goes: its own endpoint, else the run's."""
+        return self.routes.get(role) or self.endpoint

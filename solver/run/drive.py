@@ -237,7 +237,6 @@ class _Session:
         settings, problem = plan.settings, plan.problem
         return Engine(
             recorder=recorder,
-            client=client,
             contexts=ContextBuilder(recorder.store, recorder.state, problem, seed=settings.seed),
             policy=policy_config(
                 settings,
@@ -245,10 +244,11 @@ class _Session:
                 material=bool(problem.reference_solution or problem.grading_guidelines),
                 scheme=bool(problem.reference_solution and not problem.grading_guidelines),
             ),
-            model=model,
-            api=plan.endpoint.api,
             calls=CallTable(
-                call_profiles(settings), dict(routes), plan.seams.tools(toolbox_for(settings))
+                Route(client, model, plan.endpoint.api),
+                call_profiles(settings),
+                dict(routes),
+                plan.seams.tools(toolbox_for(settings)),
             ),
             reserve_full=settings.budget.reserve == "max_tokens",
             # Within an evaluation the run may use any slot the others leave free.
