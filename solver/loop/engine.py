@@ -287,19 +287,20 @@ class Engine:
         """A session killed between a call's completion record and the artifacts it produced
         (its proof, its report) left them unrecorded: they are made again from the call's
         recorded response, exactly as live, and nothing is asked of the model."""
-        producers = {info.producer for info in self.state.artifacts.values()}
-        for call in list(self.state.calls.values()):
-            if (
-                call.status != "completed"
-                or not call.parsed_ok
-                or call.response_blob is None
-                or call.call_id in producers
-            ):
-                continue
-            result = self.contexts.interpret(call, self._recorded_completion(call))
-            for artifact in result.artifacts:
-                if artifact.artifact not in self.state.artifacts:
-                    self.recorder.append(artifact)
+        # Artifacts are appended right after their call's completion, in the same step, so
+        # only the newest completed call can lack them: one check, not a pass over every call.
+        call_id = self.state.last_completed
+        if call_id is None:
+            return
+        call = self.state.calls[call_id]
+        if not call.parsed_ok or call.response_blob is None:
+            return
+        if any(info.producer == call_id for info in self.state.artifacts.values()):
+            return
+        result = self.contexts.interpret(call, self._recorded_completion(call))
+        for artifact in result.artifacts:
+            if artifact.artifact not in self.state.artifacts:
+                self.recorder.append(artifact)
 
     def _recorded_completion(self, call: CallState, attempt: int | None = None) -> Completion:
         """The completion of the call's last recorded response, or of ``attempt``'s."""

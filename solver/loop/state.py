@@ -166,6 +166,9 @@ class RunState:
     # Proof-writing calls failed since the last one completed: calls that fail cost no
     # budget, so only this count bounds a search whose every producer call is refused.
     producer_failures_in_a_row: int = 0
+    # The call of the newest call.completed: its artifacts follow it at once, so it is the
+    # only call a kill can have left without them (a resume records them)
+    last_completed: str | None = None
     tool_calls: int = 0  # tool calls the models made (ran or refused), all calls together
 
     # ------------------------------------------------------------ derived views
@@ -269,6 +272,7 @@ class RunState:
     def _call_completed(self, r: CallCompleted, t: str) -> None:
         call = self.calls[r.call_id]
         call.status = "completed"
+        self.last_completed = r.call_id
         call.truncated = r.truncated
         call.parsed_ok = r.parsed_ok
         call.finish_reason = r.finish_reason
